@@ -1,0 +1,199 @@
+//! `warden bench inference|embed --json`: throughput figures of the loaded models, one JSON
+//! object per run. The same prompt file feeds `tests/bench/compare.py`'s llama.cpp run.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::Subcommand;
+use serde_json::json;
+
+use crate::config::{ModelFlags, Needs};
+use crate::engine::{
+    ChatMessage, ChatModelHandle, ChatRequest, GenerationEvent, GenerationSummary, Role,
+    SamplingParams,
+};
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Prefill and decode speed of the chat model.
+    Inference {
+        /// Print JSON (the only output format; kept for clarity in scripts).
+        #[arg(long)]
+        json: bool,
+        /// Prompt text (≈500 tokens by default).
+        #[arg(long, default_value = "tests/bench/prompt.txt")]
+        prompt_file: PathBuf,
+        /// Tokens to decode.
+        #[arg(long, default_value_t = 128)]
+        decode_tokens: usize,
+        #[command(flatten)]
+        models: ModelFlags,
+    },
+    /// Sentences per second of the embedding model.
+    Embed {
+        #[arg(long)]
+        json: bool,
+        #[arg(long, default_value_t = 256)]
+        sentences: usize,
+        #[command(flatten)]
+        models: ModelFlags,
+    },
+}
+
+pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
+    let report = match command {
+        BenchCommand::Inference {
+            prompt_file,
+            decode_tokens,
+            models,
+            ..
+        } => inference(&prompt_file, decode_tokens, &models)?,
+        BenchCommand::Embed {
+            sentences, models, ..
+        } => embed(sentences, &models)?,
+    };
+    println!("{report}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn inference(
+    prompt_file: &PathBuf,
+    decode_tokens: usize,
+    flags: &ModelFlags,
+) -> anyhow::Result<serde_json::Value> {
+    let prompt = std::fs::read_to_string(prompt_file)
+        .map_err(|e| anyhow::anyhow!("cannot read prompt file {}: {e}", prompt_file.display()))?;
+    let engine = super::load_engine(flags, Needs::Chat)?;
+    let Some(model) = engine.chat_model(None) else {
+        anyhow::bail!("no chat model loaded")
+    };
+    // Warm-up with a different conversation, so the measured prompt is not in the cache.
+    timed(
+        model,
+        vec![
+            ChatMessage::new(Role::System, "warm-up"),
+            ChatMessage::new(Role::User, "hello"),
+        ],
+        8,
+    )?;
+    let first = vec![ChatMessage::new(Role::User, prompt.trim())];
+    let (summary, ttft_ms, answer) = timed(model, first.clone(), decode_tokens)?;
+    let prefilled = summary.prompt_tokens - summary.cached_prompt_tokens;
+    // A follow-up that extends the conversation reuses the cached prefix.
+    let mut follow_up = first;
+    follow_up.push(ChatMessage::new(Role::Assistant, answer));
+    follow_up.push(ChatMessage::new(
+        Role::User,
+        "Summarise that in one sentence.",
+    ));
+    let (again, follow_up_ttft_ms, _) = timed(model, follow_up, 1)?;
+    Ok(json!({
+        "benchmark": "inference",
+        "model": model.info().id,
+        "threads": crate::engine::inference_threads(),
+        "prompt_tokens": summary.prompt_tokens,
+        "prefill_tokens": prefilled,
+        "prefill_tokens_per_s": per_second(prefilled, summary.prefill_ms),
+        "ttft_ms": ttft_ms,
+        "decode_tokens": summary.completion_tokens,
+        "decode_tokens_per_s": per_second(summary.completion_tokens, summary.decode_ms),
+        "follow_up_prompt_tokens": again.prompt_tokens,
+        "follow_up_cached_tokens": again.cached_prompt_tokens,
+        "follow_up_ttft_ms": follow_up_ttft_ms,
+    }))
+}
+
+/// Runs one greedy generation of exactly `tokens` tokens; returns summary, TTFT, text.
+fn timed(
+    model: &ChatModelHandle,
+    messages: Vec<ChatMessage>,
+    tokens: usize,
+) -> anyhow::Result<(GenerationSummary, f64, String)> {
+    let request = ChatRequest {
+        messages,
+        sampling: SamplingParams::greedy(),
+        max_tokens: Some(tokens),
+        ignore_eos: true,
+        ..ChatRequest::default()
+    };
+    let started = Instant::now();
+    let mut stream = model.submit(request)?;
+    let mut ttft_ms = None;
+    let mut text = String::new();
+    while let Some(event) = stream.next_blocking() {
+        match event? {
+            GenerationEvent::Delta(delta) => {
+                ttft_ms.get_or_insert_with(|| started.elapsed().as_secs_f64() * 1e3);
+                text.push_str(&delta);
+            }
+            GenerationEvent::Done(summary) => {
+                let ttft = ttft_ms.unwrap_or(summary.prefill_ms);
+                return Ok((summary, ttft, text));
+            }
+        }
+    }
+    anyhow::bail!("the generation ended without a summary")
+}
+
+fn embed(count: usize, flags: &ModelFlags) -> anyhow::Result<serde_json::Value> {
+    if count == 0 {
+        anyhow::bail!("--sentences must be ≥ 1");
+    }
+    let engine = super::load_engine(flags, Needs::Embedding)?;
+    let Some(model) = engine.embed_model(None) else {
+        anyhow::bail!("no embedding model loaded")
+    };
+    let sentences: Vec<String> = (0..count).map(bench_sentence).collect();
+    model.embed_blocking(sentences[..crate::engine::EMBED_BATCH_SIZE.min(count)].to_vec())?;
+    let started = Instant::now();
+    let result = model.embed_blocking(sentences)?;
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(json!({
+        "benchmark": "embed",
+        "model": model.info().id,
+        "threads": crate::engine::inference_threads(),
+        "batch": crate::engine::EMBED_BATCH_SIZE,
+        "sentences": count,
+        "tokens": result.prompt_tokens,
+        "sentences_per_s": count as f64 / seconds,
+    }))
+}
+
+/// Varied, realistic ops sentences of different lengths.
+fn bench_sentence(i: usize) -> String {
+    const SUBJECTS: [&str; 8] = [
+        "The primary database",
+        "Nginx on the edge proxy",
+        "The connection pool of the billing service",
+        "A slow query on the orders table",
+        "The disk on the log volume",
+        "The last deploy of the API gateway",
+        "Replication between the two data centres",
+        "The nightly batch job",
+    ];
+    const PREDICATES: [&str; 8] = [
+        "reported deadlocks between two transactions updating the same rows",
+        "returned 502 errors after the upstream timed out",
+        "was exhausted because connections were not returned after errors",
+        "took more than thirty seconds because an index was missing",
+        "filled up and writes started to fail with no space left on device",
+        "introduced a configuration change that doubled the error rate",
+        "lagged by several minutes during the peak hour",
+        "held a lock that blocked the checkout flow",
+    ];
+    let repeat = 1 + i % 3;
+    let base = format!(
+        "{} {} (case {i}).",
+        SUBJECTS[i % 8],
+        PREDICATES[(i / 8) % 8]
+    );
+    vec![base; repeat].join(" ")
+}
+
+fn per_second(count: usize, millis: f64) -> f64 {
+    if millis <= 0.0 {
+        return 0.0;
+    }
+    count as f64 * 1e3 / millis
+}

@@ -1,0 +1,84 @@
+//! The command line: `serve`, `ask`, `models`, `bench`. Parses flags with clap, turns them
+//! into validated configuration, and runs the command.
+
+mod ask;
+mod bench;
+mod models;
+mod serve;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::ModelFlags;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "warden",
+    version,
+    about = "Self-hosted AI assistant for air-gapped networks"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the HTTP server (OpenAI-compatible API and UI).
+    Serve(serve::ServeArgs),
+    /// Ask the chat model one question and stream the answer.
+    Ask(ask::AskArgs),
+    /// List or verify model files.
+    Models {
+        #[command(subcommand)]
+        command: models::ModelsCommand,
+    },
+    /// Benchmarks; print one JSON object per run.
+    Bench {
+        #[command(subcommand)]
+        command: bench::BenchCommand,
+    },
+}
+
+/// Flags every command that touches stored data takes.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DataFlags {
+    /// Folder for Warden's data (database, indexes).
+    #[arg(long, env = "WARDEN_DATA", default_value = "data")]
+    pub data: PathBuf,
+}
+
+pub fn run() -> anyhow::Result<ExitCode> {
+    let cli = Cli::parse();
+    init_logging();
+    match cli.command {
+        Command::Serve(args) => serve::run(args),
+        Command::Ask(args) => ask::run(args),
+        Command::Models { command } => models::run(command),
+        Command::Bench { command } => bench::run(command),
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("WARDEN_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Loads the engine for `flags`, failing when a needed model did not load.
+fn load_engine(
+    flags: &ModelFlags,
+    needs: crate::config::Needs,
+) -> anyhow::Result<crate::engine::Engine> {
+    let config = crate::config::engine_config(flags, needs)?;
+    let engine = crate::engine::Engine::load(&config);
+    if let Some(failure) = engine.failures().first() {
+        anyhow::bail!("model `{}` did not load: {}", failure.id, failure.error);
+    }
+    Ok(engine)
+}

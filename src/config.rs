@@ -1,0 +1,162 @@
+//! Raw command-line flags and environment become one validated configuration here; no
+//! other module reads the environment (except the engine's thread setup it is given).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::engine::{EngineConfig, ModelKind, ModelSpec};
+use crate::http::HttpLimits;
+use crate::model_files::{resolve, Manifest, ModelFileError};
+
+/// Largest request body the HTTP server accepts.
+const MAX_BODY_BYTES: usize = 4 << 20;
+/// Largest `max_tokens` a request may ask for.
+const MAX_TOKENS_CAP: usize = 8192;
+/// Most inputs in one embeddings request.
+const MAX_EMBEDDING_INPUTS: usize = 2048;
+
+/// Flags that choose and size the models, shared by every command that loads them.
+#[derive(Debug, Clone, Args)]
+pub struct ModelFlags {
+    /// Folder holding the model files and manifest.toml.
+    #[arg(long, env = "WARDEN_MODELS", default_value = "models")]
+    pub models: PathBuf,
+    /// Chat model: a GGUF path, a file name in the models folder, or hf://owner/repo/file.
+    #[arg(long, env = "WARDEN_CHAT_MODEL")]
+    pub chat_model: Option<String>,
+    /// Embedding model folder (safetensors + tokenizer.json + config.json), same forms.
+    #[arg(long, env = "WARDEN_EMBED_MODEL")]
+    pub embed_model: Option<String>,
+    /// CPU threads for inference (default: all available).
+    #[arg(long, env = "WARDEN_THREADS")]
+    pub threads: Option<usize>,
+    /// Requests that may wait per model before new ones are refused with 503.
+    #[arg(long, env = "WARDEN_QUEUE_DEPTH", default_value_t = 16)]
+    pub queue_depth: usize,
+    /// Context window cap in tokens (memory bound), whatever the model allows.
+    #[arg(long, env = "WARDEN_MAX_CONTEXT", default_value_t = 8192)]
+    pub max_context: usize,
+}
+
+/// Which models a command needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Needs {
+    Chat,
+    Embedding,
+    Both,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error(transparent)]
+    ModelFiles(#[from] ModelFileError),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Validated server settings.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    pub addr: SocketAddr,
+    pub data_dir: PathBuf,
+    pub engine: EngineConfig,
+    pub http: HttpLimits,
+}
+
+impl ServeConfig {
+    pub fn new(
+        addr: SocketAddr,
+        data_dir: PathBuf,
+        models: &ModelFlags,
+    ) -> Result<Self, ConfigError> {
+        let engine = engine_config(models, Needs::Both)?;
+        let http = HttpLimits {
+            max_body_bytes: MAX_BODY_BYTES,
+            max_tokens_cap: MAX_TOKENS_CAP.min(engine.max_context),
+            max_embedding_inputs: MAX_EMBEDDING_INPUTS,
+        };
+        Ok(Self {
+            addr,
+            data_dir,
+            engine,
+            http,
+        })
+    }
+}
+
+/// The engine settings for the models a command needs.
+pub fn engine_config(flags: &ModelFlags, needs: Needs) -> Result<EngineConfig, ConfigError> {
+    if flags.queue_depth == 0 || flags.max_context < 64 {
+        return Err(ConfigError::Invalid(
+            "--queue-depth must be ≥ 1 and --max-context ≥ 64".into(),
+        ));
+    }
+    let threads = match flags.threads {
+        Some(0) => return Err(ConfigError::Invalid("--threads must be ≥ 1".into())),
+        Some(n) => n,
+        None => std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
+    };
+    let mut models = Vec::new();
+    if matches!(needs, Needs::Chat | Needs::Both) {
+        models.push(model_spec(
+            flags,
+            ModelKind::Chat,
+            flags.chat_model.as_deref(),
+        )?);
+    }
+    if matches!(needs, Needs::Embedding | Needs::Both) {
+        models.push(model_spec(
+            flags,
+            ModelKind::Embedding,
+            flags.embed_model.as_deref(),
+        )?);
+    }
+    Ok(EngineConfig {
+        models,
+        threads,
+        queue_depth: flags.queue_depth,
+        max_context: flags.max_context,
+    })
+}
+
+/// A model chosen by flag, else the manifest's default of that kind.
+fn model_spec(
+    flags: &ModelFlags,
+    kind: ModelKind,
+    reference: Option<&str>,
+) -> Result<ModelSpec, ConfigError> {
+    match reference {
+        Some(reference) => {
+            let path = resolve(reference, &flags.models)?;
+            Ok(ModelSpec {
+                id: model_id_from_path(&path),
+                kind,
+                path,
+            })
+        }
+        None => {
+            let manifest = Manifest::load(&flags.models)?;
+            let model = manifest
+                .default_model(kind)
+                .ok_or_else(|| ConfigError::Invalid(format!("manifest lists no {kind:?} model")))?;
+            Ok(ModelSpec {
+                id: model.name.clone(),
+                kind,
+                path: flags.models.join(&model.path),
+            })
+        }
+    }
+}
+
+/// `models/Qwen2.5-0.5B-Instruct-Q4_K_M.gguf` → `qwen2.5-0.5b-instruct-q4_k_m`.
+fn model_id_from_path(path: &std::path::Path) -> String {
+    let name = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_else(|| "model".into());
+    name.to_lowercase()
+}

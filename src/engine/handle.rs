@@ -1,0 +1,150 @@
+//! Cheap, cloneable handles to the model worker threads: the only way the rest of the
+//! program reaches a loaded model. Submitting never blocks; a full queue is an error.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use super::error::{EngineError, Result};
+use super::types::{ChatRequest, Embeddings, GenerationEvent, ModelInfo};
+
+/// A queued chat job: the request, where to send its events, and its cancel flag.
+pub(crate) struct ChatJob {
+    pub request: ChatRequest,
+    pub events: flume::Sender<Result<GenerationEvent>>,
+    pub cancel: Arc<AtomicBool>,
+}
+
+/// A queued embedding job.
+pub(crate) struct EmbedJob {
+    pub inputs: Vec<String>,
+    pub reply: flume::Sender<Result<Embeddings>>,
+    pub cancel: Arc<AtomicBool>,
+}
+
+/// Handle to a chat model's worker thread.
+#[derive(Clone)]
+pub struct ChatModelHandle {
+    info: Arc<ModelInfo>,
+    queue: flume::Sender<ChatJob>,
+}
+
+impl ChatModelHandle {
+    pub(crate) fn new(info: ModelInfo, queue: flume::Sender<ChatJob>) -> Self {
+        Self {
+            info: Arc::new(info),
+            queue,
+        }
+    }
+
+    pub fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    /// Queues a generation. Returns at once: `QueueFull` when the queue is full.
+    /// Dropping the returned stream cancels the generation.
+    pub fn submit(&self, request: ChatRequest) -> Result<GenerationStream> {
+        // Deltas are small; the bound keeps a slow reader from growing memory without limit
+        // (the worker then waits, which is the backpressure we want).
+        let (events, receiver) = flume::bounded(256);
+        let cancel = Arc::new(AtomicBool::new(false));
+        let job = ChatJob {
+            request,
+            events,
+            cancel: cancel.clone(),
+        };
+        self.queue.try_send(job).map_err(|err| match err {
+            flume::TrySendError::Full(_) => EngineError::QueueFull(self.info.id.clone()),
+            flume::TrySendError::Disconnected(_) => EngineError::WorkerGone(self.info.id.clone()),
+        })?;
+        Ok(GenerationStream {
+            receiver,
+            cancel: CancelOnDrop(cancel),
+        })
+    }
+}
+
+/// The events of one generation. Dropping it cancels the generation.
+pub struct GenerationStream {
+    receiver: flume::Receiver<Result<GenerationEvent>>,
+    cancel: CancelOnDrop,
+}
+
+impl GenerationStream {
+    /// The next event, or `None` after `Done` (or if the worker died).
+    pub async fn next(&mut self) -> Option<Result<GenerationEvent>> {
+        self.receiver.recv_async().await.ok()
+    }
+
+    /// Blocking variant for the CLI and benchmarks.
+    pub fn next_blocking(&mut self) -> Option<Result<GenerationEvent>> {
+        self.receiver.recv().ok()
+    }
+
+    /// Asks the worker to stop this generation soon.
+    pub fn cancel(&self) {
+        self.cancel.0.store(true, Ordering::Relaxed);
+    }
+}
+
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Handle to an embedding model's worker thread.
+#[derive(Clone)]
+pub struct EmbedModelHandle {
+    info: Arc<ModelInfo>,
+    queue: flume::Sender<EmbedJob>,
+}
+
+impl EmbedModelHandle {
+    pub(crate) fn new(info: ModelInfo, queue: flume::Sender<EmbedJob>) -> Self {
+        Self {
+            info: Arc::new(info),
+            queue,
+        }
+    }
+
+    pub fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    /// Embeds `inputs` (one vector each, in order). `QueueFull` when the queue is full.
+    pub async fn embed(&self, inputs: Vec<String>) -> Result<Embeddings> {
+        let (receiver, _cancel) = self.enqueue(inputs)?;
+        receiver
+            .recv_async()
+            .await
+            .map_err(|_| EngineError::WorkerGone(self.info.id.clone()))?
+    }
+
+    /// Blocking variant for the CLI, benchmarks and ingestion threads.
+    pub fn embed_blocking(&self, inputs: Vec<String>) -> Result<Embeddings> {
+        let (receiver, _cancel) = self.enqueue(inputs)?;
+        receiver
+            .recv()
+            .map_err(|_| EngineError::WorkerGone(self.info.id.clone()))?
+    }
+
+    fn enqueue(
+        &self,
+        inputs: Vec<String>,
+    ) -> Result<(flume::Receiver<Result<Embeddings>>, CancelOnDrop)> {
+        let (reply, receiver) = flume::bounded(1);
+        let cancel = Arc::new(AtomicBool::new(false));
+        let job = EmbedJob {
+            inputs,
+            reply,
+            cancel: cancel.clone(),
+        };
+        self.queue.try_send(job).map_err(|err| match err {
+            flume::TrySendError::Full(_) => EngineError::QueueFull(self.info.id.clone()),
+            flume::TrySendError::Disconnected(_) => EngineError::WorkerGone(self.info.id.clone()),
+        })?;
+        Ok((receiver, CancelOnDrop(cancel)))
+    }
+}

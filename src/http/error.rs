@@ -1,0 +1,342 @@
+//! `ApiError`: every way an HTTP request can fail, and the one exhaustive mapping of each to
+//! a status code and OpenAI's error shape `{"error":{"message","type","code","param"}}`.
+//! Internal details are logged here and never sent to the client.
+
+use axum::http::header::RETRY_AFTER;
+use axum::http::{HeaderValue, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+
+use crate::engine::EngineError;
+
+/// Seconds a client should wait before retrying when a model's queue is full.
+const RETRY_AFTER_SECONDS: &str = "1";
+
+/// What the client is told when something failed on our side.
+const INTERNAL_ERROR_MESSAGE: &str = "internal server error; see the server log";
+
+#[derive(Debug)]
+pub enum ApiError {
+    /// The body is not JSON, has the wrong content type, or does not fit the request type.
+    BadJson(String),
+    /// A well-formed request asks for something invalid or unsupported.
+    InvalidRequest {
+        message: String,
+        param: Option<String>,
+    },
+    /// The body is larger than `HttpLimits::max_body_bytes`.
+    PayloadTooLarge,
+    /// The request names a model that is not loaded (or is of the wrong kind).
+    ModelNotFound {
+        message: String,
+    },
+    /// No route has this path.
+    RouteNotFound {
+        method: Method,
+        path: String,
+    },
+    /// The route exists but not for this method.
+    MethodNotAllowed {
+        method: Method,
+        path: String,
+    },
+    Engine(EngineError),
+}
+
+impl ApiError {
+    pub fn invalid(param: impl Into<String>, message: impl Into<String>) -> Self {
+        ApiError::InvalidRequest {
+            message: message.into(),
+            param: Some(param.into()),
+        }
+    }
+
+    /// The status code and JSON body for this error. Logs the detail of internal errors.
+    pub fn render(&self) -> (StatusCode, Value) {
+        let parts = self.parts();
+        if parts.status.is_server_error() && !parts.retry_after {
+            match self {
+                ApiError::Engine(err) => tracing::error!("request failed inside the engine: {err}"),
+                other => tracing::error!("request failed: {other:?}"),
+            }
+        }
+        (parts.status, parts.body())
+    }
+
+    fn parts(&self) -> ErrorParts {
+        match self {
+            ApiError::BadJson(message) => {
+                ErrorParts::client(StatusCode::BAD_REQUEST, "invalid_json", message, None)
+            }
+            ApiError::InvalidRequest { message, param } => ErrorParts::client(
+                StatusCode::BAD_REQUEST,
+                "invalid_value",
+                message,
+                param.clone(),
+            ),
+            ApiError::PayloadTooLarge => ErrorParts::client(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                "request body is larger than this server accepts",
+                None,
+            ),
+            ApiError::ModelNotFound { message } => ErrorParts::client(
+                StatusCode::NOT_FOUND,
+                "model_not_found",
+                message,
+                Some("model".to_owned()),
+            ),
+            ApiError::RouteNotFound { method, path } => ErrorParts::client(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                &format!("no route for {method} {path}"),
+                None,
+            ),
+            ApiError::MethodNotAllowed { method, path } => ErrorParts::client(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                &format!("{path} does not accept {method}"),
+                None,
+            ),
+            ApiError::Engine(err) => engine_error_parts(err),
+        }
+    }
+}
+
+/// The one place that decides how each engine error looks to a client.
+fn engine_error_parts(err: &EngineError) -> ErrorParts {
+    match err {
+        EngineError::InvalidRequest(message) => {
+            ErrorParts::client(StatusCode::BAD_REQUEST, "invalid_value", message, None)
+        }
+        EngineError::ContextOverflow { .. } => ErrorParts::client(
+            StatusCode::BAD_REQUEST,
+            "context_length_exceeded",
+            &err.to_string(),
+            Some("messages".to_owned()),
+        ),
+        EngineError::QueueFull(_) => ErrorParts {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            kind: "server_error",
+            code: "server_busy",
+            message: format!("{err}; retry later"),
+            param: None,
+            retry_after: true,
+        },
+        EngineError::WorkerGone(_)
+        | EngineError::Inference(_)
+        | EngineError::BadModelFile { .. }
+        | EngineError::UnsupportedArchitecture(_) => ErrorParts {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            kind: "server_error",
+            code: "internal_error",
+            message: INTERNAL_ERROR_MESSAGE.to_owned(),
+            param: None,
+            retry_after: false,
+        },
+    }
+}
+
+/// An error as the client sees it.
+struct ErrorParts {
+    status: StatusCode,
+    /// OpenAI's `type`.
+    kind: &'static str,
+    code: &'static str,
+    message: String,
+    param: Option<String>,
+    retry_after: bool,
+}
+
+impl ErrorParts {
+    /// A 4xx error caused by the request.
+    fn client(
+        status: StatusCode,
+        code: &'static str,
+        message: &str,
+        param: Option<String>,
+    ) -> Self {
+        ErrorParts {
+            status,
+            kind: "invalid_request_error",
+            code,
+            message: message.to_owned(),
+            param,
+            retry_after: false,
+        }
+    }
+
+    fn body(&self) -> Value {
+        json!({
+            "error": {
+                "message": self.message,
+                "type": self.kind,
+                "code": self.code,
+                "param": self.param,
+            }
+        })
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let retry_after = self.parts().retry_after;
+        let (status, body) = self.render();
+        let mut response = (status, Json(body)).into_response();
+        if retry_after {
+            response
+                .headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECONDS));
+        }
+        response
+    }
+}
+
+impl From<EngineError> for ApiError {
+    fn from(err: EngineError) -> Self {
+        ApiError::Engine(err)
+    }
+}
+
+/// Fallback handler for paths no route matches.
+pub(super) async fn route_not_found(method: Method, uri: Uri) -> ApiError {
+    ApiError::RouteNotFound {
+        method,
+        path: uri.path().to_owned(),
+    }
+}
+
+/// Fallback handler for a known path called with the wrong method.
+pub(super) async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
+    ApiError::MethodNotAllowed {
+        method,
+        path: uri.path().to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    fn check(err: ApiError, status: u16, kind: &str, code: &str) -> Value {
+        let (actual_status, body) = err.render();
+        assert_eq!(actual_status.as_u16(), status, "{body}");
+        assert_eq!(body["error"]["type"], kind, "{body}");
+        assert_eq!(body["error"]["code"], code, "{body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "{body}"
+        );
+        assert!(
+            body["error"].get("param").is_some(),
+            "param must always be present: {body}"
+        );
+        body
+    }
+
+    #[test]
+    fn engine_errors_map_to_documented_statuses() {
+        let invalid = EngineError::InvalidRequest("bad schema".into());
+        check(
+            invalid.into(),
+            400,
+            "invalid_request_error",
+            "invalid_value",
+        );
+        let overflow = EngineError::ContextOverflow {
+            prompt: 5000,
+            context: 2048,
+        };
+        let body = check(
+            overflow.into(),
+            400,
+            "invalid_request_error",
+            "context_length_exceeded",
+        );
+        assert!(body["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("5000"));
+        check(
+            EngineError::QueueFull("m".into()).into(),
+            503,
+            "server_error",
+            "server_busy",
+        );
+    }
+
+    #[test]
+    fn internal_errors_hide_their_detail() {
+        let errors = [
+            EngineError::WorkerGone("m".into()),
+            EngineError::Inference("secret tensor detail".into()),
+            EngineError::BadModelFile {
+                path: PathBuf::from("/secret/path"),
+                reason: "truncated".into(),
+            },
+            EngineError::UnsupportedArchitecture("mamba".into()),
+        ];
+        for err in errors {
+            let body = check(err.into(), 500, "server_error", "internal_error");
+            assert_eq!(body["error"]["message"], INTERNAL_ERROR_MESSAGE);
+        }
+    }
+
+    #[test]
+    fn queue_full_sets_retry_after() {
+        let response = ApiError::from(EngineError::QueueFull("m".into())).into_response();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            response.headers().get(RETRY_AFTER).map(|v| v.as_bytes()),
+            Some(&b"1"[..])
+        );
+        let other = ApiError::from(EngineError::Inference("x".into())).into_response();
+        assert!(other.headers().get(RETRY_AFTER).is_none());
+    }
+
+    #[test]
+    fn request_errors_map_to_client_statuses() {
+        check(
+            ApiError::BadJson("expected value".into()),
+            400,
+            "invalid_request_error",
+            "invalid_json",
+        );
+        let body = check(
+            ApiError::invalid("n", "only n=1"),
+            400,
+            "invalid_request_error",
+            "invalid_value",
+        );
+        assert_eq!(body["error"]["param"], "n");
+        check(
+            ApiError::PayloadTooLarge,
+            413,
+            "invalid_request_error",
+            "payload_too_large",
+        );
+        let missing = ApiError::ModelNotFound {
+            message: "no model `x`".into(),
+        };
+        check(missing, 404, "invalid_request_error", "model_not_found");
+        let route = ApiError::RouteNotFound {
+            method: Method::GET,
+            path: "/v2/x".into(),
+        };
+        let body = check(route, 404, "invalid_request_error", "not_found");
+        assert!(body["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("/v2/x"));
+        let method = ApiError::MethodNotAllowed {
+            method: Method::DELETE,
+            path: "/healthz".into(),
+        };
+        check(method, 405, "invalid_request_error", "method_not_allowed");
+    }
+}

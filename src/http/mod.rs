@@ -1,0 +1,92 @@
+//! The HTTP layer: the axum router, the OpenAI-compatible wire types, SSE framing, and the
+//! one mapping of every error to a status code and a JSON error body.
+//!
+//! It reaches models only through `crate::engine` handles and only ever awaits them: no
+//! CPU-heavy work runs on the async runtime. It never touches tensors, SQL or the model
+//! threads' internals.
+
+mod error;
+mod health;
+mod json;
+mod openai;
+#[cfg(test)]
+mod tests;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::get;
+use axum::serve::ListenerExt;
+use axum::Router;
+
+use crate::engine::Engine;
+
+pub use error::ApiError;
+
+/// Everything a request handler may use. Cheap to clone: one `Arc` and a few numbers.
+#[derive(Clone)]
+pub struct AppState {
+    pub engine: Arc<Engine>,
+    pub limits: HttpLimits,
+}
+
+/// Request limits the HTTP layer enforces before anything reaches a model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpLimits {
+    /// Largest request body accepted; larger ones get 413.
+    pub max_body_bytes: usize,
+    /// Largest `max_tokens` / `max_completion_tokens` a chat request may ask for.
+    pub max_tokens_cap: usize,
+    /// Most inputs one embeddings request may carry.
+    pub max_embedding_inputs: usize,
+}
+
+/// The whole HTTP API. Tests can drive it with `tower::ServiceExt::oneshot`, no socket.
+pub fn router(state: AppState) -> Router {
+    let body_limit = DefaultBodyLimit::max(state.limits.max_body_bytes);
+    Router::new()
+        .route("/healthz", get(health::healthz))
+        .merge(openai::routes())
+        .fallback(error::route_not_found)
+        // Must come after every route: it applies to the routes that exist when it is called.
+        .method_not_allowed_fallback(error::method_not_allowed)
+        .layer(body_limit)
+        .layer(middleware::from_fn(log_request))
+        .with_state(state)
+}
+
+/// Serves `router(state)` on `listener` until `shutdown` completes, then stops accepting
+/// and waits for in-flight requests (including streams) to finish.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    if let Ok(address) = listener.local_addr() {
+        tracing::info!(%address, "HTTP server listening");
+    }
+    // Streamed tokens are small writes; Nagle's algorithm would hold them back.
+    let listener = listener.tap_io(|stream| {
+        if let Err(err) = stream.set_nodelay(true) {
+            tracing::debug!("cannot set TCP_NODELAY: {err}");
+        }
+    });
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// Logs one line per request: method, path, status and time to the response head.
+async fn log_request(request: Request, next: Next) -> Response {
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let started = Instant::now();
+    let response = next.run(request).await;
+    let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+    tracing::debug!(%method, %path, status = response.status().as_u16(), elapsed_ms, "request");
+    response
+}
