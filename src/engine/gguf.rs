@@ -47,10 +47,6 @@ impl GgufFile {
         &self.path
     }
 
-    pub fn content(&self) -> &Content {
-        &self.content
-    }
-
     /// Reads and consumes the parts candle's model constructors need.
     pub fn into_parts(self) -> (Content, BufReader<File>) {
         (self.content, self.reader)

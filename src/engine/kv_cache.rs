@@ -27,6 +27,7 @@ impl KvCache {
         }
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.len
     }

@@ -36,7 +36,6 @@ pub struct TextTokenizer {
     pub eos_ids: Vec<u32>,
     pub bos_id: Option<u32>,
     pub add_bos: bool,
-    pub source: PathBuf,
 }
 
 impl TextTokenizer {
@@ -50,12 +49,10 @@ impl TextTokenizer {
             })?,
             None => from_gguf_metadata(gguf)?,
         };
-        let source =
-            sibling_tokenizer_json(gguf.path()).unwrap_or_else(|| gguf.path().to_path_buf());
-        Self::assemble(tokenizer, gguf, source)
+        Self::assemble(tokenizer, gguf)
     }
 
-    fn assemble(tokenizer: Tokenizer, gguf: &GgufFile, source: PathBuf) -> Result<Self> {
+    fn assemble(tokenizer: Tokenizer, gguf: &GgufFile) -> Result<Self> {
         let vocab_size = tokenizer.get_vocab_size(true);
         let special_ids: HashSet<u32> = tokenizer
             .get_added_tokens_decoder()
@@ -108,7 +105,6 @@ impl TextTokenizer {
             add_bos: gguf
                 .optional_bool("tokenizer.ggml.add_bos_token")
                 .unwrap_or(false),
-            source,
         })
     }
 
@@ -149,10 +145,6 @@ impl TextTokenizer {
 
     pub fn is_eos(&self, id: u32) -> bool {
         self.eos_ids.contains(&id)
-    }
-
-    pub fn token_id(&self, text: &str) -> Option<u32> {
-        self.with_specials.token_to_id(text)
     }
 }
 

@@ -108,7 +108,7 @@ impl Default for SamplingParams {
             temperature: 0.7,
             top_p: 0.95,
             top_k: 40,
-            repetition_penalty: 1.1,
+            repetition_penalty: 1.0,
             repetition_window: 64,
             seed: None,
         }

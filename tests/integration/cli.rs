@@ -1,0 +1,154 @@
+//! The command line on the real models: `ask`, `models verify|list|tokenize`, the benches.
+
+use crate::util::{models_dir, run, stderr, stdout};
+
+#[test]
+fn ask_streams_an_answer() {
+    models_dir();
+    let output = run(&[
+        "ask",
+        "What is the capital of France?",
+        "--max-tokens",
+        "24",
+    ]);
+    assert!(output.status.success(), "ask failed: {}", stderr(&output));
+    let answer = stdout(&output);
+    assert!(
+        answer.trim().chars().count() > 3,
+        "empty answer: {answer:?}"
+    );
+}
+
+#[test]
+fn ask_with_the_same_seed_is_deterministic() {
+    models_dir();
+    let args = [
+        "ask",
+        "Name three colours.",
+        "--max-tokens",
+        "16",
+        "--temperature",
+        "0.9",
+        "--seed",
+        "42",
+    ];
+    let first = run(&args);
+    let second = run(&args);
+    assert!(first.status.success(), "{}", stderr(&first));
+    assert_eq!(stdout(&first), stdout(&second));
+}
+
+#[test]
+fn models_verify_accepts_the_fetched_defaults() {
+    models_dir();
+    let output = run(&["models", "verify"]);
+    assert!(
+        output.status.success(),
+        "verify failed: {}{}",
+        stdout(&output),
+        stderr(&output)
+    );
+    assert!(stdout(&output).contains("all model files verified"));
+    let listed = stdout(&run(&["models", "list"]));
+    assert!(
+        listed.contains("smollm2-135m-instruct") && listed.contains("present"),
+        "{listed}"
+    );
+}
+
+/// The tokenizer rebuilt from GGUF metadata reproduces llama.cpp's token ids exactly.
+#[test]
+fn tokenizer_from_gguf_matches_llama_cpp() {
+    models_dir();
+    let fixture = crate::util::repo().join("tests/data/tokenizer_parity.json");
+    let text = std::fs::read_to_string(&fixture).expect("tests/data/tokenizer_parity.json");
+    let cases: Vec<serde_json::Value> = serde_json::from_str(&text).expect("fixture parses");
+    assert!(cases.len() >= 15, "too few parity cases");
+    let mut mismatches = Vec::new();
+    for case in &cases {
+        let input = case["text"].as_str().expect("text");
+        let expected: Vec<u64> = case["ids"]
+            .as_array()
+            .expect("ids")
+            .iter()
+            .filter_map(|v| v.as_u64())
+            .collect();
+        let mut args = vec!["models", "tokenize", input];
+        if case["special"].as_bool().unwrap_or(false) {
+            args.push("--special");
+        }
+        let output = run(&args);
+        assert!(
+            output.status.success(),
+            "tokenize failed: {}",
+            stderr(&output)
+        );
+        let ids: Vec<u64> = serde_json::from_str(stdout(&output).trim()).expect("ids as JSON");
+        if ids != expected {
+            mismatches.push(format!("{input:?}: got {ids:?}, llama.cpp {expected:?}"));
+        }
+    }
+    assert!(
+        mismatches.is_empty(),
+        "{} of {} differ:\n{}",
+        mismatches.len(),
+        cases.len(),
+        mismatches.join("\n")
+    );
+}
+
+#[test]
+fn user_text_cannot_inject_special_tokens() {
+    models_dir();
+    let plain = run(&["models", "tokenize", "<|im_end|>"]);
+    let special = run(&["models", "tokenize", "--special", "<|im_end|>"]);
+    assert_eq!(stdout(&special).trim(), "[2]");
+    assert_ne!(
+        stdout(&plain).trim(),
+        "[2]",
+        "plain text must not become a control token"
+    );
+    let chat = stdout(&run(&["models", "tokenize", "--chat", "hi <|im_end|>"]));
+    let ids: Vec<u32> = serde_json::from_str(chat.trim()).expect("ids");
+    // Only the template closes turns (system and user): the typed marker stays text.
+    assert_eq!(ids.iter().filter(|&&id| id == 2).count(), 2, "{ids:?}");
+}
+
+#[test]
+fn embed_bench_prints_one_json_object() {
+    models_dir();
+    let output = run(&["bench", "embed", "--json", "--sentences", "40"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report: serde_json::Value =
+        serde_json::from_str(stdout(&output).trim()).expect("one JSON object");
+    assert!(
+        report["sentences_per_s"].as_f64().unwrap_or(0.0) > 0.0,
+        "{report}"
+    );
+    assert_eq!(report["model"], "all-minilm-l6-v2");
+}
+
+#[test]
+fn inference_bench_reports_speeds_and_prefix_reuse() {
+    models_dir();
+    let output = run(&["bench", "inference", "--json", "--decode-tokens", "8"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report: serde_json::Value =
+        serde_json::from_str(stdout(&output).trim()).expect("one JSON object");
+    for key in ["prefill_tokens_per_s", "decode_tokens_per_s", "ttft_ms"] {
+        assert!(
+            report[key].as_f64().unwrap_or(0.0) > 0.0,
+            "{key} missing: {report}"
+        );
+    }
+    assert!(
+        report["prompt_tokens"].as_u64().unwrap_or(0) > 300,
+        "{report}"
+    );
+    // The follow-up conversation extends the first: its whole prefix comes from the cache.
+    assert!(
+        report["follow_up_cached_tokens"].as_u64().unwrap_or(0)
+            > report["prompt_tokens"].as_u64().unwrap_or(0),
+        "{report}"
+    );
+}

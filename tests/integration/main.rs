@@ -1,0 +1,9 @@
+//! End-to-end tests through Warden's public interfaces (the CLI and the HTTP API) on the
+//! real default models. One test binary; each module covers one capability.
+
+mod util;
+
+mod bad_model_files;
+mod cli;
+mod openai_client;
+mod serve;

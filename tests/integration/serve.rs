@@ -1,0 +1,108 @@
+//! The server under load on the real model: health stays fast during generation, a full
+//! queue answers 503 with Retry-After, and a client that disconnects frees the model.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::util::{post_json, Server};
+
+fn long_generation_body(max_tokens: u32) -> serde_json::Value {
+    json!({
+        "model": "smollm2-135m-instruct",
+        "messages": [{"role": "user", "content": "Write a long story about a lighthouse keeper."}],
+        "max_tokens": max_tokens,
+        "stream": true
+    })
+}
+
+/// Starts a streamed generation on a raw socket and returns the socket (still open).
+fn start_stream(server: &Server, max_tokens: u32) -> TcpStream {
+    let address = server.base.trim_start_matches("http://");
+    let body = long_generation_body(max_tokens).to_string();
+    let mut socket = TcpStream::connect(address).expect("connect");
+    write!(
+        socket,
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("send request");
+    // Wait for the first bytes of the stream, so the generation is really running.
+    let mut buffer = [0u8; 256];
+    socket
+        .set_read_timeout(Some(Duration::from_secs(120)))
+        .expect("timeout");
+    let read = socket.read(&mut buffer).expect("first stream bytes");
+    assert!(
+        read > 0 && buffer.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&buffer[..read])
+    );
+    socket
+}
+
+#[test]
+fn health_answers_fast_during_a_long_generation() {
+    let server = Server::start(&[]);
+    let _stream = start_stream(&server, 400);
+    let mut worst = Duration::ZERO;
+    for _ in 0..10 {
+        let started = Instant::now();
+        let response = ureq::get(&server.url("/healthz")).call().expect("healthz");
+        assert_eq!(response.status(), 200);
+        worst = worst.max(started.elapsed());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        worst < Duration::from_millis(100),
+        "slowest /healthz took {worst:?}"
+    );
+}
+
+#[test]
+fn a_full_queue_answers_503_with_retry_after() {
+    let server = Server::start(&["--queue-depth", "1"]);
+    // One generation runs, one waits in the queue: the next must be refused at once.
+    let _running = start_stream(&server, 400);
+    let address = server.base.trim_start_matches("http://").to_string();
+    let body = long_generation_body(400).to_string();
+    let mut queued = TcpStream::connect(&address).expect("connect");
+    write!(queued, "POST /v1/chat/completions HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len())
+        .expect("send");
+    std::thread::sleep(Duration::from_millis(500));
+    let refused =
+        ureq::post(&server.url("/v1/chat/completions")).send_json(long_generation_body(4));
+    match refused {
+        Err(ureq::Error::Status(503, response)) => {
+            assert!(
+                response.header("retry-after").is_some(),
+                "no Retry-After header"
+            );
+            let body: serde_json::Value = response.into_json().expect("json error");
+            assert!(body["error"]["message"].is_string(), "{body}");
+        }
+        other => panic!("expected 503, got {:?}", other.map(|r| r.status())),
+    }
+}
+
+#[test]
+fn a_disconnected_client_frees_the_model() {
+    let server = Server::start(&["--queue-depth", "1"]);
+    let stream = start_stream(&server, 2000);
+    drop(stream);
+    // If the abandoned generation kept running, this short request would wait for 2000
+    // tokens (over a minute); cancelled, it finishes in seconds.
+    let started = Instant::now();
+    let (status, body) = post_json(
+        &server.url("/v1/chat/completions"),
+        &json!({"model": "smollm2-135m-instruct", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "took {:?}",
+        started.elapsed()
+    );
+}
