@@ -35,7 +35,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let state = AppState {
         engine: Arc::new(engine),
-        limits: config.http.clone(),
+        limits: config.http,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -3,7 +3,9 @@
 //! KV cache that can be truncated for prompt-prefix reuse, and logits computed for the
 //! last position only.
 
-use candle_core::quantized::QMatMul;
+use std::sync::Arc;
+
+use candle_core::quantized::{QMatMul, QTensor};
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::Embedding;
 use candle_transformers::quantized_nn::RmsNorm;
@@ -28,10 +30,10 @@ struct Hyper {
 }
 
 struct Attention {
-    q: QMatMul,
-    k: QMatMul,
-    v: QMatMul,
-    o: QMatMul,
+    q: Projection,
+    k: Projection,
+    v: Projection,
+    o: Projection,
     q_bias: Option<Tensor>,
     k_bias: Option<Tensor>,
     v_bias: Option<Tensor>,
@@ -44,9 +46,38 @@ struct Block {
     attention_norm: RmsNorm,
     attention: Attention,
     ffn_norm: RmsNorm,
-    gate: QMatMul,
-    up: QMatMul,
-    down: QMatMul,
+    gate: Projection,
+    up: Projection,
+    down: Projection,
+}
+
+/// Rows from which a projection dequantizes its weights and runs a float matrix product:
+/// for prefill that beats quantizing every activation row for the integer dot products.
+const DEQUANTIZED_MIN_ROWS: usize = 16;
+
+/// A quantized linear layer that picks the faster kernel for the batch size.
+struct Projection {
+    quantized: QMatMul,
+    weights: Arc<QTensor>,
+}
+
+impl Projection {
+    fn new(weights: QTensor) -> candle_core::Result<Self> {
+        let weights = Arc::new(weights);
+        Ok(Self {
+            quantized: QMatMul::from_arc(weights.clone())?,
+            weights,
+        })
+    }
+
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let rows = x.elem_count() / x.dim(candle_core::D::Minus1)?;
+        if rows < DEQUANTIZED_MIN_ROWS || !matches!(self.quantized, QMatMul::QTensor(_)) {
+            return self.quantized.forward(x);
+        }
+        let weights = self.weights.dequantize(x.device())?;
+        x.broadcast_matmul(&weights.t()?)
+    }
 }
 
 pub struct Decoder {
@@ -142,7 +173,7 @@ impl Attention {
     ) -> candle_core::Result<Tensor> {
         let (batch, seq, _) = x.dims3()?;
         let project =
-            |w: &QMatMul, bias: &Option<Tensor>, heads: usize| -> candle_core::Result<Tensor> {
+            |w: &Projection, bias: &Option<Tensor>, heads: usize| -> candle_core::Result<Tensor> {
                 let y = w.forward(x)?;
                 let y = match bias {
                     Some(b) => y.broadcast_add(b)?,
@@ -272,8 +303,8 @@ fn read_hyper(gguf: &GgufFile, max_context: usize) -> Result<Hyper> {
 
 fn load_block(gguf: &mut GgufFile, layer: usize, h: &Hyper, device: &Device) -> Result<Block> {
     let name = |suffix: &str| format!("blk.{layer}.{suffix}");
-    let mut matmul = |suffix: &str| -> Result<QMatMul> {
-        Ok(QMatMul::from_qtensor(gguf.tensor(&name(suffix), device)?)?)
+    let mut matmul = |suffix: &str| -> Result<Projection> {
+        Ok(Projection::new(gguf.tensor(&name(suffix), device)?)?)
     };
     let (q, k, v, o) = (
         matmul("attn_q.weight")?,
