@@ -194,3 +194,47 @@ fn bad(path: &Path, reason: String) -> EngineError {
         reason,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Matches sentence-transformers (CPU torch) on the same files: cosine ≥ 0.999 for
+    /// every sentence, including one past the 256-token limit (truncation).
+    #[test]
+    fn matches_sentence_transformers() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let dir = root.join("models/all-MiniLM-L6-v2");
+        assert!(
+            dir.join("model.safetensors").is_file(),
+            "{} is missing: run models/fetch",
+            dir.display()
+        );
+        let fixture: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(root.join("tests/data/embedding_reference.json")).unwrap(),
+        )
+        .unwrap();
+        let sentences: Vec<String> = fixture["sentences"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap().to_string())
+            .collect();
+        let embedder = Embedder::load(&dir, &Device::Cpu).unwrap();
+        let ours = embedder.embed(&sentences, &|| false).unwrap();
+        for (i, expected) in fixture["vectors"].as_array().unwrap().iter().enumerate() {
+            let expected: Vec<f32> = expected
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_f64().unwrap() as f32)
+                .collect();
+            let got = &ours.vectors[i];
+            let dot: f32 = got.iter().zip(&expected).map(|(a, b)| a * b).sum();
+            let norms = got.iter().map(|a| a * a).sum::<f32>().sqrt()
+                * expected.iter().map(|b| b * b).sum::<f32>().sqrt();
+            let cosine = dot / norms;
+            assert!(cosine >= 0.999, "sentence {i}: cosine {cosine}");
+        }
+    }
+}

@@ -7,12 +7,15 @@ Run with the bench venv (see tests/bench/README.md):
 
 Reference figures:
   * llama-cpp-python on models/SmolLM2-135M-Instruct.Q4_1.gguf with the prompt
-    in tests/bench/prompt.txt (~500 tokens):
+    in tests/bench/prompt.txt, trimmed and sent as the single user message through
+    the GGUF chat template exactly like `warden bench inference` (534 tokens incl.
+    SmolLM2's default system prompt; --raw-prompt uses the bare text, 505 tokens):
       - prefill_tokens_per_s: prompt tokens / wall time of one batched eval of the prompt
       - ttft_ms: start of prompt eval -> first (greedy) token chosen
       - decode_tokens_per_s: single-token forward passes per second over
         --new-tokens greedy steps (EOS ignored: we always feed the argmax back)
-  * sentence-transformers on models/all-MiniLM-L6-v2 over 256 fixed sentences,
+  * sentence-transformers on models/all-MiniLM-L6-v2 over 256 fixed sentences
+    (the same generator as `bench_sentence` in src/cli/bench.rs),
     batch_size 32, CPU, torch.set_num_threads(threads): sentences_per_s.
 
 Each measurement is repeated --repeats times after a warm-up; the median is reported.
@@ -53,46 +56,66 @@ def r3(x):
 
 
 # --------------------------------------------------------------------------
-# Fixed embedding corpus: 256 deterministic ops-flavoured sentences.
+# Fixed embedding corpus: 256 deterministic ops sentences. This mirrors
+# `bench_sentence` in src/cli/bench.rs so both sides embed the same text;
+# keep them in sync (compare.py flags a token-count mismatch).
 
-_SUBJECTS = ["The orders service", "The payment gateway", "Our Kubernetes cluster", "The nightly backup job",
-             "The primary database", "The search indexer", "The login page", "The message queue"]
-_EVENTS = ["returned HTTP 502 errors", "ran out of disk space", "exceeded its memory limit",
-           "stopped sending heartbeats", "showed a spike in p99 latency", "failed its health check",
-           "lost connection to the replica", "logged thousands of timeout warnings"]
-_CONTEXTS = ["right after the deploy at noon.", "during the traffic peak on Monday morning.",
-             "while the certificate was being rotated.", "for about fifteen minutes last night.",
-             "only in the eu-west-1 region.", "after a configuration change to the load balancer.",
-             "when the cache was flushed.", "although no code had changed."]
+_SUBJECTS = [
+    "The primary database",
+    "Nginx on the edge proxy",
+    "The connection pool of the billing service",
+    "A slow query on the orders table",
+    "The disk on the log volume",
+    "The last deploy of the API gateway",
+    "Replication between the two data centres",
+    "The nightly batch job",
+]
+_PREDICATES = [
+    "reported deadlocks between two transactions updating the same rows",
+    "returned 502 errors after the upstream timed out",
+    "was exhausted because connections were not returned after errors",
+    "took more than thirty seconds because an index was missing",
+    "filled up and writes started to fail with no space left on device",
+    "introduced a configuration change that doubled the error rate",
+    "lagged by several minutes during the peak hour",
+    "held a lock that blocked the checkout flow",
+]
+
+
+def bench_sentence(i):
+    repeat = 1 + i % 3
+    base = f"{_SUBJECTS[i % 8]} {_PREDICATES[(i // 8) % 8]} (case {i})."
+    return " ".join([base] * repeat)
 
 
 def embed_corpus(n=256):
-    out = []
-    for i in range(n):
-        s = _SUBJECTS[i % 8]
-        e = _EVENTS[(i // 8) % 8]
-        c = _CONTEXTS[(i // 64 + i) % 8]
-        sentence = f"{s} {e} {c}"
-        if i % 5 == 0:
-            sentence += " Check the runbook, page the owner, and write down every step in the incident channel."
-        if i % 7 == 0:
-            sentence = f"Incident {1000 + i}: " + sentence
-        out.append(sentence)
-    return out
+    return [bench_sentence(i) for i in range(n)]
 
 
 # --------------------------------------------------------------------------
 # llama.cpp reference
 
-def bench_llama(threads, new_tokens, repeats):
+def bench_llama(threads, new_tokens, repeats, raw_prompt=False):
     import numpy as np
     import llama_cpp
     from llama_cpp import Llama
 
-    prompt = PROMPT_FILE.read_text(encoding="utf-8")
+    text = PROMPT_FILE.read_text(encoding="utf-8")
     llm = Llama(model_path=str(GGUF), n_ctx=1024, n_batch=1024, n_ubatch=512,
                 n_threads=threads, n_threads_batch=threads, seed=1234, verbose=False)
-    ids = llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=False)
+    if raw_prompt:
+        ids = llm.tokenize(text.encode("utf-8"), add_bos=True, special=False)
+    else:
+        # Same as warden: the trimmed file is the single user message, rendered
+        # with the GGUF's chat template (adds SmolLM2's default system prompt).
+        import jinja2
+        template = llm.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise SystemExit("GGUF has no tokenizer.chat_template; use --raw-prompt")
+        prompt = jinja2.Template(template).render(
+            messages=[{"role": "user", "content": text.strip()}],
+            add_generation_prompt=True, bos_token="", eos_token="")
+        ids = llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
     if len(ids) + new_tokens + 1 > llm.n_ctx():
         raise SystemExit(f"prompt ({len(ids)} tokens) + {new_tokens} does not fit n_ctx {llm.n_ctx()}")
     log(f"llama.cpp {llama_cpp.__version__}: prompt {len(ids)} tokens, threads {threads}, "
@@ -125,13 +148,14 @@ def bench_llama(threads, new_tokens, repeats):
         t3 = time.perf_counter()
         decode.append(new_tokens / (t3 - t2))
         generated = out
-    text = llm.detokenize(generated[:40]).decode("utf-8", errors="replace")
-    log(f"llama.cpp greedy continuation starts: {text!r}")
+    cont = llm.detokenize(generated[:40], special=True).decode("utf-8", errors="replace")
+    log(f"llama.cpp greedy continuation starts: {cont!r}")
     return {
         "engine": f"llama-cpp-python {llama_cpp.__version__}",
         "model": GGUF.name,
         "threads": threads,
         "prompt_tokens": len(ids),
+        "prompt_format": "raw" if raw_prompt else "chat_template",
         "new_tokens": new_tokens,
         "prefill_tokens_per_s": r3(statistics.median(prefill)),
         "ttft_ms": r3(statistics.median(ttft)),
@@ -156,6 +180,9 @@ def bench_embed(threads, batch, repeats):
     model.eval()
     log(f"sentence-transformers {sentence_transformers.__version__} torch {torch.__version__}: "
         f"{len(sentences)} sentences, batch {batch}, threads {threads}, {repeats} repeats")
+    tok = model.tokenizer
+    n_tokens = sum(min(len(tok(x, add_special_tokens=True, truncation=False)["input_ids"]), model.max_seq_length)
+                   for x in sentences)
     with torch.inference_mode():
         model.encode(sentences[:batch], batch_size=batch, show_progress_bar=False)  # warm-up
         rates = []
@@ -169,6 +196,7 @@ def bench_embed(threads, batch, repeats):
         "threads": threads,
         "batch": batch,
         "sentences": len(sentences),
+        "tokens": n_tokens,
         "sentences_per_s": r3(statistics.median(rates)),
         "runs": [r3(x) for x in rates],
     }
@@ -228,6 +256,8 @@ def main():
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--timeout", type=int, default=900, help="seconds per warden command")
+    ap.add_argument("--raw-prompt", action="store_true",
+                    help="feed prompt.txt to llama.cpp as raw text instead of as a chat-templated user message")
     ap.add_argument("--skip-reference", action="store_true", help="only run warden")
     ap.add_argument("--skip-warden", action="store_true", help="only run the reference stacks")
     args = ap.parse_args()
@@ -240,7 +270,7 @@ def main():
 
     if not args.skip_reference:
         result["reference"] = {
-            "inference": bench_llama(args.threads, args.new_tokens, args.repeats),
+            "inference": bench_llama(args.threads, args.new_tokens, args.repeats, args.raw_prompt),
             "embed": bench_embed(args.threads, args.batch, args.repeats),
         }
 
@@ -269,6 +299,13 @@ def main():
                 and int(wi["prompt_tokens"]) != int(ref_i["prompt_tokens"]):
             result["notes"].append(f"prompt token count differs: warden {wi['prompt_tokens']}, "
                                    f"llama.cpp {ref_i['prompt_tokens']}")
+
+        we = w.get("embed") or {}
+        ref_e = (result["reference"] or {}).get("embed") or {}
+        if we.get("tokens") is not None and ref_e.get("tokens") is not None \
+                and int(we["tokens"]) != int(ref_e["tokens"]):
+            result["notes"].append(f"embedding corpus token count differs: warden {we['tokens']}, "
+                                   f"reference {ref_e['tokens']} (corpus out of sync with src/cli/bench.rs?)")
 
     if result["reference"] and result["warden"]:
         ri, re_ = result["reference"]["inference"], result["reference"]["embed"]

@@ -443,4 +443,52 @@ mod tests {
         assert!(max_diff < 1.0, "max logit difference {max_diff}");
         assert_eq!(top_k(&last, 5), top_k(&expected, 5));
     }
+
+    /// Against llama.cpp on the same GGUF and prompt: same best token, the reference's top-10
+    /// tokens within a small logit tolerance (greedy text is not compared: near-ties differ).
+    #[test]
+    fn matches_llama_cpp_logits_within_tolerance() {
+        let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/logits_reference.json");
+        let reference: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
+        let ids = |key: &str| -> Vec<u32> {
+            reference[key]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap() as u32)
+                .collect()
+        };
+        let prompt = ids("prompt_ids");
+        let top_ids = ids("top_ids");
+        let top_logits: Vec<f32> = reference["top_logits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap() as f32)
+            .collect();
+
+        let mut ours =
+            Decoder::load(GgufFile::open(&model_path()).unwrap(), &Device::Cpu, 2048).unwrap();
+        let logits = ours.forward(&prompt, 0).unwrap().to_vec1::<f32>().unwrap();
+        assert_eq!(
+            top_k(&logits, 1)[0] as u32,
+            top_ids[0],
+            "best token differs from llama.cpp"
+        );
+        for (id, expected) in top_ids.iter().zip(&top_logits) {
+            let got = logits[*id as usize];
+            assert!(
+                (got - expected).abs() < 0.75,
+                "token {id}: ours {got}, llama.cpp {expected}"
+            );
+        }
+        let our_top: Vec<u32> = top_k(&logits, 10).into_iter().map(|i| i as u32).collect();
+        let shared = our_top.iter().filter(|id| top_ids.contains(id)).count();
+        assert!(
+            shared >= 8,
+            "top-10 sets share only {shared}: ours {our_top:?}, llama.cpp {top_ids:?}"
+        );
+    }
 }
