@@ -26,7 +26,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run the HTTP server (OpenAI-compatible API and UI).
+    /// Run the HTTP server (OpenAI-compatible API).
     Serve(serve::ServeArgs),
     /// Ask the chat model one question and stream the answer.
     Ask(ask::AskArgs),

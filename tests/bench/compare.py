@@ -121,8 +121,13 @@ def bench_llama(threads, new_tokens, repeats, raw_prompt=False):
     log(f"llama.cpp {llama_cpp.__version__}: prompt {len(ids)} tokens, threads {threads}, "
         f"{new_tokens} new tokens, {repeats} repeats")
 
+    n_vocab = llm.n_vocab()
+
     def last_logits():
-        return np.asarray(llm.scores[llm.n_tokens - 1])
+        # With logits_all=False, llama-cpp-python 0.3.x no longer copies logits
+        # into llm.scores; read the last output row straight from the context.
+        ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
+        return np.ctypeslib.as_array(ptr, shape=(n_vocab,))
 
     # warm-up
     llm.reset()

@@ -1,6 +1,8 @@
 //! Causal language models loaded from GGUF, chosen by `general.architecture`. All of them
 //! answer the same small trait so generation does not care which one it drives.
 
+#[cfg(test)]
+mod architecture_tests;
 mod decoder;
 mod stock;
 
