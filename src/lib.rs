@@ -7,10 +7,18 @@
 //! - `model_files`: the model manifest, model references (paths, `hf://`), sha256 checks.
 //! - `http`: axum router, OpenAI-compatible wire types, error → status mapping. Never
 //!   touches tensors.
-//! - `cli`: the commands (`serve`, `ask`, `models`, `bench`).
+//! - `retrieval`: knowledge bases: folder ingestion, extraction, chunking, tantivy BM25,
+//!   HNSW vectors, RRF fusion, BEIR evaluation. Reaches models only through its
+//!   `Embedder` and `TokenCounter` traits; never touches axum.
+//! - `store`: all SQL (SQLite): migrations, the knowledge-base catalogue.
+//! - `knowledge`: wiring of retrieval to the store and the engine's embedding model.
+//! - `cli`: the commands (`serve`, `ask`, `models`, `bench`, `kb`, `eval`).
 
 pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod http;
+pub mod knowledge;
 pub mod model_files;
+pub mod retrieval;
+pub mod store;

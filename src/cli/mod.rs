@@ -3,6 +3,8 @@
 
 mod ask;
 mod bench;
+mod eval;
+mod kb;
 mod models;
 mod serve;
 
@@ -40,6 +42,16 @@ enum Command {
         #[command(subcommand)]
         command: bench::BenchCommand,
     },
+    /// Knowledge bases: add folders, sync, search.
+    Kb {
+        #[command(subcommand)]
+        command: kb::KbCommand,
+    },
+    /// Quality evaluations; print one JSON object per run.
+    Eval {
+        #[command(subcommand)]
+        command: eval::EvalCommand,
+    },
 }
 
 /// Flags every command that touches stored data takes.
@@ -58,6 +70,8 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Ask(args) => ask::run(args),
         Command::Models { command } => models::run(command),
         Command::Bench { command } => bench::run(command),
+        Command::Kb { command } => kb::run(command),
+        Command::Eval { command } => eval::run(command),
     }
 }
 

@@ -1,8 +1,12 @@
 //! `warden serve`: loads the models, binds the address, serves HTTP until Ctrl-C/SIGTERM.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 
@@ -10,6 +14,10 @@ use super::DataFlags;
 use crate::config::{ModelFlags, ServeConfig};
 use crate::engine::Engine;
 use crate::http::{self, AppState};
+use crate::retrieval::{Library, RetrievalConfig};
+
+/// The knowledge base the sample folder becomes.
+const SAMPLE_KB: &str = "sample";
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
@@ -20,6 +28,12 @@ pub struct ServeArgs {
     data: DataFlags,
     #[command(flatten)]
     models: ModelFlags,
+    /// Folder loaded as the `sample` knowledge base on first start (when none exist yet).
+    #[arg(long, env = "WARDEN_SAMPLE_KB", default_value = "kb")]
+    sample_kb: PathBuf,
+    /// Keep every knowledge base in sync with its folder, checking every N seconds (0: off).
+    #[arg(long, env = "WARDEN_WATCH_SECONDS", default_value_t = 0)]
+    watch: u64,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
@@ -33,8 +47,16 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     for failure in engine.failures() {
         tracing::error!(model = %failure.id, path = %failure.path, "model unavailable: {}", failure.error);
     }
+    let library = open_library(&engine, &config.data_dir);
+    if let Some(library) = &library {
+        load_sample_on_first_start(library.clone(), &args.sample_kb);
+        if args.watch > 0 {
+            watch_folders(library.clone(), Duration::from_secs(args.watch));
+        }
+    }
     let state = AppState {
         engine: Arc::new(engine),
+        library,
         limits: config.http,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -55,6 +77,79 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             .context("HTTP server failed")
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The knowledge-base library, when the embedding model loaded and the data folder opens.
+fn open_library(engine: &Engine, data_dir: &Path) -> Option<Arc<Library>> {
+    let embedder = engine.embed_model(None)?;
+    match crate::knowledge::open_library(data_dir, embedder.clone(), RetrievalConfig::default()) {
+        Ok((_store, library)) => Some(Arc::new(library)),
+        Err(err) => {
+            tracing::error!("knowledge bases unavailable: {err}");
+            None
+        }
+    }
+}
+
+/// On a fresh data folder, ingests the sample knowledge base in the background.
+fn load_sample_on_first_start(library: Arc<Library>, folder: &Path) {
+    let first_start = matches!(library.list(), Ok(kbs) if kbs.is_empty());
+    if !first_start || !folder.is_dir() {
+        return;
+    }
+    let folder = folder.to_path_buf();
+    let spawned = std::thread::Builder::new()
+        .name("sample-kb".into())
+        .spawn(move || {
+            let never = AtomicBool::new(false);
+            let result = library
+                .add(SAMPLE_KB, &folder)
+                .map_err(|e| e.to_string())
+                .and_then(|_| {
+                    library
+                        .sync(SAMPLE_KB, &mut |_| {}, &never)
+                        .map_err(|e| e.to_string())
+                });
+            match result {
+                Ok(report) => tracing::info!(
+                    chunks = report.chunks_indexed,
+                    "sample knowledge base loaded from {}",
+                    folder.display()
+                ),
+                Err(err) => tracing::warn!("sample knowledge base not loaded: {err}"),
+            }
+        });
+    if let Err(err) = spawned {
+        tracing::warn!("cannot start the sample knowledge-base thread: {err}");
+    }
+}
+
+/// Re-syncs any knowledge base whose folder changed, every `interval`.
+fn watch_folders(library: Arc<Library>, interval: Duration) {
+    let spawned = std::thread::Builder::new().name("kb-watch".into()).spawn(move || {
+        let mut seen: HashMap<String, u64> = HashMap::new();
+        loop {
+            std::thread::sleep(interval);
+            let Ok(kbs) = library.list() else { continue };
+            for kb in kbs {
+                let Ok(fingerprint) = library.folder_fingerprint(&kb.name) else { continue };
+                if seen.insert(kb.name.clone(), fingerprint) == Some(fingerprint) {
+                    continue;
+                }
+                let never = AtomicBool::new(false);
+                match library.sync(&kb.name, &mut |_| {}, &never) {
+                    Ok(report) if report.added + report.updated + report.deleted > 0 => tracing::info!(
+                        kb = %kb.name, added = report.added, updated = report.updated, deleted = report.deleted, "folder changed: synced"
+                    ),
+                    Ok(_) => {}
+                    Err(err) => tracing::warn!(kb = %kb.name, "watch sync failed: {err}"),
+                }
+            }
+        }
+    });
+    if let Err(err) = spawned {
+        tracing::warn!("cannot start the folder watcher: {err}");
+    }
 }
 
 async fn shutdown_signal() {

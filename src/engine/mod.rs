@@ -6,6 +6,7 @@ mod chat_template;
 mod constrained;
 mod device;
 mod embed;
+mod embed_tokens;
 mod error;
 mod generate;
 mod gguf;
@@ -21,6 +22,7 @@ mod worker;
 use std::path::PathBuf;
 
 pub use embed::BATCH_SIZE as EMBED_BATCH_SIZE;
+pub use embed_tokens::EmbeddingTokenizer;
 pub use error::{EngineError, Result};
 pub use handle::{ChatModelHandle, EmbedModelHandle, GenerationStream};
 pub use types::*;

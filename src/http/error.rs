@@ -9,6 +9,8 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use crate::engine::EngineError;
+use crate::retrieval::RetrievalError;
+use crate::store::StoreError;
 
 /// Seconds a client should wait before retrying when a model's queue is full.
 const RETRY_AFTER_SECONDS: &str = "1";
@@ -42,6 +44,14 @@ pub enum ApiError {
         path: String,
     },
     Engine(EngineError),
+    /// Knowledge-base and retrieval failures.
+    Retrieval(RetrievalError),
+    /// A named object (knowledge base, …) does not exist.
+    NotFound(String),
+    /// A capability is not available on this server right now.
+    Unavailable(String),
+    /// A failure on our side with no better category (detail is logged, not sent).
+    Internal(String),
 }
 
 impl ApiError {
@@ -58,6 +68,7 @@ impl ApiError {
         if parts.status.is_server_error() && !parts.retry_after {
             match self {
                 ApiError::Engine(err) => tracing::error!("request failed inside the engine: {err}"),
+                ApiError::Retrieval(err) => tracing::error!("knowledge-base request failed: {err}"),
                 other => tracing::error!("request failed: {other:?}"),
             }
         }
@@ -100,7 +111,62 @@ impl ApiError {
                 None,
             ),
             ApiError::Engine(err) => engine_error_parts(err),
+            ApiError::Retrieval(err) => retrieval_error_parts(err),
+            ApiError::NotFound(what) => ErrorParts::client(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                &format!("{what} not found"),
+                None,
+            ),
+            ApiError::Unavailable(message) => ErrorParts {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                kind: "server_error",
+                code: "unavailable",
+                message: message.clone(),
+                param: None,
+                retry_after: false,
+            },
+            ApiError::Internal(_) => ErrorParts::internal(),
         }
+    }
+}
+
+/// The one place that decides how each retrieval error looks to a client.
+fn retrieval_error_parts(err: &RetrievalError) -> ErrorParts {
+    match err {
+        RetrievalError::Source(_) | RetrievalError::InvalidQuery(_) => ErrorParts::client(
+            StatusCode::BAD_REQUEST,
+            "invalid_value",
+            &err.to_string(),
+            None,
+        ),
+        RetrievalError::Store(StoreError::NotFound(what)) => ErrorParts::client(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            &format!("{what} not found"),
+            None,
+        ),
+        RetrievalError::Store(StoreError::Conflict(message)) => {
+            ErrorParts::client(StatusCode::CONFLICT, "conflict", message, None)
+        }
+        RetrievalError::Cancelled => ErrorParts::client(
+            StatusCode::CONFLICT,
+            "cancelled",
+            "the operation was cancelled",
+            None,
+        ),
+        RetrievalError::Embed(_) => ErrorParts {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            kind: "server_error",
+            code: "server_busy",
+            message: "the embedding model is busy or unavailable; retry later".to_owned(),
+            param: None,
+            retry_after: true,
+        },
+        RetrievalError::Io { .. }
+        | RetrievalError::Store(_)
+        | RetrievalError::Bm25(_)
+        | RetrievalError::Vector(_) => ErrorParts::internal(),
     }
 }
 
@@ -150,6 +216,18 @@ struct ErrorParts {
 }
 
 impl ErrorParts {
+    /// A 500 whose detail stays in the log.
+    fn internal() -> Self {
+        ErrorParts {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            kind: "server_error",
+            code: "internal_error",
+            message: INTERNAL_ERROR_MESSAGE.to_owned(),
+            param: None,
+            retry_after: false,
+        }
+    }
+
     /// A 4xx error caused by the request.
     fn client(
         status: StatusCode,
@@ -190,6 +268,12 @@ impl IntoResponse for ApiError {
                 .insert(RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECONDS));
         }
         response
+    }
+}
+
+impl From<RetrievalError> for ApiError {
+    fn from(err: RetrievalError) -> Self {
+        ApiError::Retrieval(err)
     }
 }
 

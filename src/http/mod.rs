@@ -8,6 +8,7 @@
 mod error;
 mod health;
 mod json;
+mod kb;
 mod openai;
 #[cfg(test)]
 mod tests;
@@ -24,6 +25,7 @@ use axum::serve::ListenerExt;
 use axum::Router;
 
 use crate::engine::Engine;
+use crate::retrieval::Library;
 
 pub use error::ApiError;
 
@@ -31,6 +33,8 @@ pub use error::ApiError;
 #[derive(Clone)]
 pub struct AppState {
     pub engine: Arc<Engine>,
+    /// Knowledge bases; `None` when the embedding model did not load.
+    pub library: Option<Arc<Library>>,
     pub limits: HttpLimits,
 }
 
@@ -51,6 +55,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(health::healthz))
         .merge(openai::routes())
+        .merge(kb::routes())
         .fallback(error::route_not_found)
         // Must come after every route: it applies to the routes that exist when it is called.
         .method_not_allowed_fallback(error::method_not_allowed)

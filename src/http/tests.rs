@@ -46,6 +46,7 @@ async fn send(
 ) -> (StatusCode, Value) {
     let state = AppState {
         engine: engine(),
+        library: None,
         limits: LIMITS,
     };
     let mut request = Request::builder().method(method).uri(path);

@@ -5,5 +5,6 @@ mod util;
 
 mod bad_model_files;
 mod cli;
+mod kb;
 mod openai_client;
 mod serve;

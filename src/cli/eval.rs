@@ -1,0 +1,134 @@
+//! `warden eval retrieval --beir DIR`: indexes a BEIR dataset in a temporary data folder and
+//! prints one JSON object with ranking quality and speed.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::Subcommand;
+use serde_json::json;
+
+use crate::config::{ModelFlags, Needs};
+use crate::retrieval::{beir, EmbedError, Embedder, InlineDocument, RetrievalConfig, SearchMode};
+
+/// Documents retrieved per query (recall is measured at 100).
+const RANKED_DOCUMENTS: usize = 100;
+
+#[derive(Debug, Subcommand)]
+pub enum EvalCommand {
+    /// Retrieval quality on a BEIR-format dataset (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv).
+    Retrieval {
+        #[arg(long)]
+        beir: PathBuf,
+        #[arg(long, default_value = "test")]
+        split: String,
+        #[arg(long, value_enum, default_value = "hybrid")]
+        mode: SearchMode,
+        /// Print JSON (the only output format; kept for clarity in scripts).
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        models: ModelFlags,
+    },
+}
+
+/// For BM25-only runs: vectors are never searched, so documents are not embedded.
+struct UnusedVectors(usize);
+
+impl Embedder for UnusedVectors {
+    fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut unit = vec![0.0; self.0];
+        if let Some(first) = unit.first_mut() {
+            *first = 1.0;
+        }
+        Ok(vec![unit; texts.len()])
+    }
+
+    fn dimensions(&self) -> usize {
+        self.0
+    }
+}
+
+pub fn run(command: EvalCommand) -> anyhow::Result<ExitCode> {
+    let EvalCommand::Retrieval {
+        beir: dir,
+        split,
+        mode,
+        models,
+        ..
+    } = command;
+    let set = beir::load(&dir, &split)?;
+    if set.queries.is_empty() {
+        anyhow::bail!("{} has no judged queries in split `{split}`", dir.display());
+    }
+    let engine = super::load_engine(&models, Needs::Embedding)?;
+    let Some(embedder) = engine.embed_model(None) else {
+        anyhow::bail!("no embedding model loaded")
+    };
+    let data = tempfile::tempdir()?;
+    let counter = crate::knowledge::token_counter(embedder)?;
+    let (_store, library) = if mode == SearchMode::Bm25 {
+        let dimensions = embedder.info().dimensions.unwrap_or(384);
+        crate::knowledge::open_library_with(
+            data.path(),
+            Arc::new(UnusedVectors(dimensions)),
+            counter,
+            RetrievalConfig::default(),
+        )?
+    } else {
+        crate::knowledge::open_library(data.path(), embedder.clone(), RetrievalConfig::default())?
+    };
+    let docs = set.corpus.len();
+    let documents: Vec<InlineDocument> = set
+        .corpus
+        .into_iter()
+        .map(|(path, document)| InlineDocument { path, document })
+        .collect();
+    let started = Instant::now();
+    let report = library.ingest_inline("eval", &dir, documents, &mut |_| {})?;
+    let index_seconds = started.elapsed().as_secs_f64();
+
+    let (mut ndcg, mut recall, mut mrr) = (0.0, 0.0, 0.0);
+    let mut latencies = Vec::with_capacity(set.queries.len());
+    for (id, text) in &set.queries {
+        let started = Instant::now();
+        let hits = library.search(text, None, mode, RANKED_DOCUMENTS * 2)?;
+        latencies.push(started.elapsed().as_secs_f64() * 1e3);
+        let mut seen = HashSet::new();
+        let ranked: Vec<String> = hits
+            .into_iter()
+            .map(|h| h.citation.path)
+            .filter(|p| seen.insert(p.clone()))
+            .take(RANKED_DOCUMENTS)
+            .collect();
+        let relevant = &set.qrels[id];
+        ndcg += beir::ndcg_at(&ranked, relevant, 10);
+        recall += beir::recall_at(&ranked, relevant, 100);
+        mrr += beir::mrr_at(&ranked, relevant, 10);
+    }
+    let queries = set.queries.len() as f64;
+    latencies.sort_by(f64::total_cmp);
+    let percentile = |p: f64| latencies[((latencies.len() as f64 - 1.0) * p).round() as usize];
+    println!(
+        "{}",
+        json!({
+            "benchmark": "retrieval",
+            "dataset": dir.display().to_string(),
+            "split": split,
+            "mode": mode,
+            "ndcg_at_10": ndcg / queries,
+            "recall_at_100": recall / queries,
+            "mrr_at_10": mrr / queries,
+            "queries": set.queries.len(),
+            "docs": docs,
+            "chunks": report.chunks_indexed,
+            "index_seconds": index_seconds,
+            "chunks_per_s": report.chunks_indexed as f64 / index_seconds.max(1e-9),
+            "query_p50_ms": percentile(0.5),
+            "query_p95_ms": percentile(0.95),
+        })
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,194 @@
+//! `warden kb add|list|sync|remove|search`: knowledge-base administration from the terminal,
+//! with a progress bar for long syncs.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use clap::Subcommand;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::DataFlags;
+use crate::config::{ModelFlags, Needs};
+use crate::retrieval::{Library, Progress, RetrievalConfig, SearchMode, SyncReport};
+
+#[derive(Debug, Subcommand)]
+pub enum KbCommand {
+    /// Add a folder as a knowledge base and ingest it.
+    Add {
+        path: PathBuf,
+        #[arg(long)]
+        name: String,
+        #[command(flatten)]
+        data: DataFlags,
+        #[command(flatten)]
+        models: ModelFlags,
+    },
+    /// List knowledge bases.
+    List {
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        data: DataFlags,
+        #[command(flatten)]
+        models: ModelFlags,
+    },
+    /// Re-read a knowledge base's folder: new and changed files are indexed, deleted ones dropped.
+    Sync {
+        name: String,
+        #[command(flatten)]
+        data: DataFlags,
+        #[command(flatten)]
+        models: ModelFlags,
+    },
+    /// Remove a knowledge base and its index entries (the folder is not touched).
+    Remove {
+        name: String,
+        #[command(flatten)]
+        data: DataFlags,
+        #[command(flatten)]
+        models: ModelFlags,
+    },
+    /// Search a knowledge base.
+    Search {
+        name: String,
+        query: String,
+        #[arg(long, value_enum, default_value = "hybrid")]
+        mode: SearchMode,
+        #[arg(long, default_value_t = 5)]
+        limit: usize,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        data: DataFlags,
+        #[command(flatten)]
+        models: ModelFlags,
+    },
+}
+
+pub fn run(command: KbCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        KbCommand::Add {
+            path,
+            name,
+            data,
+            models,
+        } => {
+            let library = open(&data, &models)?;
+            library.add(&name, &path)?;
+            print_report(&sync_with_progress(&library, &name)?);
+        }
+        KbCommand::List { json, data, models } => {
+            let library = open(&data, &models)?;
+            let kbs = library.list()?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&kbs)?);
+            } else {
+                println!("{:<24} {:>9} {:>8}  root", "name", "documents", "chunks");
+                for kb in kbs {
+                    println!(
+                        "{:<24} {:>9} {:>8}  {}",
+                        kb.name, kb.documents, kb.chunks, kb.root
+                    );
+                }
+            }
+        }
+        KbCommand::Sync { name, data, models } => {
+            let library = open(&data, &models)?;
+            print_report(&sync_with_progress(&library, &name)?);
+        }
+        KbCommand::Remove { name, data, models } => {
+            open(&data, &models)?.remove(&name)?;
+            println!("removed knowledge base `{name}`");
+        }
+        KbCommand::Search {
+            name,
+            query,
+            mode,
+            limit,
+            json,
+            data,
+            models,
+        } => {
+            let library = open(&data, &models)?;
+            let hits = library.search(&query, Some(&[name]), mode, limit.clamp(1, 100))?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&hits)?);
+            }
+            for (i, hit) in hits.iter().enumerate().filter(|_| !json) {
+                let c = &hit.citation;
+                let place = c.location.map(|l| format!(" {l}")).unwrap_or_default();
+                println!(
+                    "{}. [{}] {}{} — {}",
+                    i + 1,
+                    c.kb,
+                    c.path,
+                    place,
+                    c.heading_path.join(" › ")
+                );
+                let preview: String = hit.text.chars().take(240).collect();
+                println!("   {}\n", preview.replace('\n', " "));
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn open(data: &DataFlags, models: &ModelFlags) -> anyhow::Result<Library> {
+    let engine = super::load_engine(models, Needs::Embedding)?;
+    let Some(embedder) = engine.embed_model(None) else {
+        anyhow::bail!("no embedding model loaded")
+    };
+    let (_store, library) =
+        crate::knowledge::open_library(&data.data, embedder.clone(), RetrievalConfig::default())?;
+    Ok(library)
+}
+
+fn sync_with_progress(library: &Library, name: &str) -> anyhow::Result<SyncReport> {
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} {bar:30} {pos}/{len} files  {msg}  {per_sec}  ETA {eta}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    let never = AtomicBool::new(false);
+    let report = library.sync(
+        name,
+        &mut |progress| match progress {
+            Progress::Scanned { to_index, .. } => bar.set_length(to_index as u64),
+            Progress::Indexed {
+                files_done, chunks, ..
+            } => {
+                bar.set_position(files_done as u64);
+                bar.set_message(format!("{chunks} chunks"));
+            }
+            Progress::Committed { .. } => {}
+        },
+        &never,
+    );
+    bar.finish_and_clear();
+    Ok(report?)
+}
+
+fn print_report(report: &SyncReport) {
+    println!(
+        "{}: {} added, {} updated, {} unchanged, {} deleted; {} chunks in {:.1}s ({:.1} chunks/s)",
+        report.kb,
+        report.added,
+        report.updated,
+        report.unchanged,
+        report.deleted,
+        report.chunks_indexed,
+        report.seconds,
+        report.chunks_per_second
+    );
+    for skipped in &report.skipped {
+        println!("  skipped {}: {}", skipped.path, skipped.reason);
+    }
+    for failed in &report.failed {
+        println!("  failed  {}: {}", failed.path, failed.error);
+    }
+}

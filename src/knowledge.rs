@@ -1,0 +1,106 @@
+//! Wiring for knowledge bases: opens the store and the retrieval library on a data folder,
+//! with the engine's embedding model behind retrieval's `Embedder` and `TokenCounter`
+//! traits. Shared by the CLI commands and the server.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::engine::{EmbedModelHandle, EmbeddingTokenizer};
+use crate::retrieval::{
+    EmbedError, Embedder, Library, RetrievalConfig, RetrievalError, TokenCounter,
+};
+use crate::store::Store;
+
+/// The database file inside the data folder.
+pub const DATABASE_FILE: &str = "warden.db";
+/// The index folder inside the data folder.
+pub const INDEX_DIR: &str = "kb";
+
+/// The embedding model, as retrieval sees it.
+struct EngineEmbedder(EmbedModelHandle);
+
+impl Embedder for EngineEmbedder {
+    fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.0
+            .embed_blocking(texts)
+            .map(|e| e.vectors)
+            .map_err(|e| EmbedError(e.to_string()))
+    }
+
+    fn dimensions(&self) -> usize {
+        self.0.info().dimensions.unwrap_or(0)
+    }
+}
+
+/// The embedding tokenizer, as retrieval's token counter.
+struct TokenCounterOf(EmbeddingTokenizer);
+
+impl TokenCounter for TokenCounterOf {
+    fn count(&self, text: &str) -> usize {
+        self.0.count(text)
+    }
+
+    fn unknown_share(&self, text: &str) -> f32 {
+        self.0.unknown_share(text)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum KnowledgeError {
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    Retrieval(#[from] RetrievalError),
+    #[error(transparent)]
+    Engine(#[from] crate::engine::EngineError),
+    #[error("cannot create data folder {path}: {source}")]
+    DataDir {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+/// Opens (creating if needed) the knowledge-base library in `data_dir`, embedding with
+/// the engine's model.
+pub fn open_library(
+    data_dir: &Path,
+    embedder: EmbedModelHandle,
+    config: RetrievalConfig,
+) -> Result<(Arc<Store>, Library), KnowledgeError> {
+    let counter = token_counter(&embedder)?;
+    open_library_with(
+        data_dir,
+        Arc::new(EngineEmbedder(embedder)),
+        counter,
+        config,
+    )
+}
+
+/// The embedding model's tokenizer as a token counter.
+pub fn token_counter(embedder: &EmbedModelHandle) -> Result<Arc<dyn TokenCounter>, KnowledgeError> {
+    Ok(Arc::new(TokenCounterOf(EmbeddingTokenizer::load(
+        Path::new(&embedder.info().path),
+    )?)))
+}
+
+/// Opens the library with any embedder (evaluations swap in their own).
+pub fn open_library_with(
+    data_dir: &Path,
+    embedder: Arc<dyn Embedder>,
+    counter: Arc<dyn TokenCounter>,
+    config: RetrievalConfig,
+) -> Result<(Arc<Store>, Library), KnowledgeError> {
+    std::fs::create_dir_all(data_dir).map_err(|source| KnowledgeError::DataDir {
+        path: data_dir.display().to_string(),
+        source,
+    })?;
+    let store = Arc::new(Store::open(&data_dir.join(DATABASE_FILE))?);
+    let library = Library::open(
+        &data_dir.join(INDEX_DIR),
+        store.clone(),
+        embedder,
+        counter,
+        config,
+    )?;
+    Ok((store, library))
+}

@@ -1,0 +1,755 @@
+//! The knowledge-base service: add, sync, remove, list and search knowledge bases. Owns the
+//! BM25 and vector indexes and keeps them consistent with the SQLite catalogue: every sync
+//! batch writes the indexes first, tagged with a new generation, and commits the catalogue
+//! last; at open, an index whose generation differs from the catalogue's is rebuilt from
+//! the catalogue (texts and embeddings are stored there), so a crash never leaves them
+//! out of step. Synchronous: callers run it on blocking threads.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::bm25::{Bm25Doc, Bm25Index};
+use super::chunk::{chunk_document, ChunkConfig};
+use super::extract::{extract, ExtractLimits};
+use super::fusion::{reciprocal_rank_fusion, RankedList};
+use super::source::{self, Skipped, SourceFile};
+use super::vector::VectorIndex;
+use super::{Document, Embedder, Location, RetrievalError, TokenCounter};
+use crate::store::{CatalogChunk, ChunkRecord, DocumentChange, KbCatalog, KnowledgeBaseRecord};
+
+/// Documents per index/catalogue commit: a crash loses at most one batch of work.
+const DOCUMENTS_PER_BATCH: usize = 64;
+/// Candidates each retriever contributes before fusion.
+const CANDIDATES: usize = 100;
+/// Share of unknown tokens above which the embedding model cannot represent a query
+/// (e.g. Chinese under an English-only model): the vector list is then left out.
+const MAX_UNKNOWN_SHARE: f32 = 0.3;
+/// Tombstoned share of the vector index that triggers a rebuild from the catalogue.
+const MAX_TOMBSTONE_SHARE: f64 = 0.2;
+
+/// How results are retrieved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchMode {
+    Bm25,
+    Vector,
+    Hybrid,
+}
+
+/// Fusion and retrieval settings.
+#[derive(Debug, Clone)]
+pub struct RetrievalConfig {
+    pub rrf_k: f64,
+    pub bm25_weight: f64,
+    pub vector_weight: f64,
+    pub chunking: ChunkConfig,
+    pub extract_limits: ExtractLimits,
+}
+
+impl Default for RetrievalConfig {
+    fn default() -> Self {
+        Self {
+            rrf_k: 60.0,
+            bm25_weight: 1.0,
+            vector_weight: 1.0,
+            chunking: ChunkConfig::default(),
+            extract_limits: ExtractLimits::default(),
+        }
+    }
+}
+
+/// One retriever's view of a hit.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RetrieverRank {
+    pub rank: usize,
+    pub score: f32,
+}
+
+/// Where a hit comes from, precisely enough to open the source at the right place.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Citation {
+    pub kb: String,
+    pub path: String,
+    pub title: Option<String>,
+    pub heading_path: Vec<String>,
+    pub location: Option<Location>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SearchHit {
+    pub chunk_id: u64,
+    pub score: f64,
+    pub text: String,
+    pub citation: Citation,
+    pub bm25: Option<RetrieverRank>,
+    pub vector: Option<RetrieverRank>,
+}
+
+/// Progress of a sync, for progress bars and streamed events.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "stage", rename_all = "snake_case")]
+pub enum Progress {
+    Scanned {
+        files: usize,
+        skipped: usize,
+        unchanged: usize,
+        to_index: usize,
+        to_delete: usize,
+    },
+    Indexed {
+        files_done: usize,
+        files_total: usize,
+        chunks: usize,
+        path: String,
+    },
+    Committed {
+        generation: u64,
+        files_done: usize,
+        files_total: usize,
+        chunks: usize,
+    },
+}
+
+/// A document that could not be ingested.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Failed {
+    pub path: String,
+    pub error: String,
+}
+
+/// What a sync did.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct SyncReport {
+    pub kb: String,
+    pub added: usize,
+    pub updated: usize,
+    pub unchanged: usize,
+    pub deleted: usize,
+    pub chunks_indexed: usize,
+    pub skipped: Vec<Skipped>,
+    pub failed: Vec<Failed>,
+    pub seconds: f64,
+    pub chunks_per_second: f64,
+}
+
+/// A document handed in directly (evaluation corpora), not read from a folder.
+pub struct InlineDocument {
+    pub path: String,
+    pub document: Document,
+}
+
+pub struct Library {
+    catalog: Arc<dyn KbCatalog + Send + Sync>,
+    embedder: Arc<dyn Embedder>,
+    counter: Arc<dyn TokenCounter>,
+    config: RetrievalConfig,
+    dir: PathBuf,
+    indexes: RwLock<Indexes>,
+    /// One sync (or remove) at a time.
+    writer: Mutex<()>,
+}
+
+struct Indexes {
+    bm25: Bm25Index,
+    vectors: VectorIndex,
+    /// Which knowledge base each indexed chunk belongs to (vector filtering).
+    chunk_kb: HashMap<u64, String>,
+}
+
+impl Library {
+    /// Opens the indexes under `dir`, rebuilding any that lag behind the catalogue.
+    pub fn open(
+        dir: &Path,
+        catalog: Arc<dyn KbCatalog + Send + Sync>,
+        embedder: Arc<dyn Embedder>,
+        counter: Arc<dyn TokenCounter>,
+        config: RetrievalConfig,
+    ) -> Result<Self, RetrievalError> {
+        std::fs::create_dir_all(dir).map_err(|e| RetrievalError::Io {
+            path: dir.to_path_buf(),
+            source: e,
+        })?;
+        let generation = catalog.generation()?;
+        let mut bm25 = Bm25Index::open(&dir.join("bm25"))?;
+        let loaded = VectorIndex::load(&dir.join("vectors"))?;
+        // A fresh folder (nothing saved, nothing catalogued) is current as it is.
+        let vectors_current = match &loaded {
+            // A different embedding model (other width) means every vector must be redone
+            // from the catalogue: treat it like a stale index.
+            Some((index, saved)) => {
+                *saved == generation && index.dimensions() == embedder.dimensions()
+            }
+            None => generation == 0,
+        };
+        let mut vectors = match loaded {
+            Some((index, _)) if vectors_current => index,
+            _ => VectorIndex::new(embedder.dimensions()),
+        };
+        let bm25_current = bm25.generation().unwrap_or(0) == generation;
+        let mut chunk_kb = HashMap::new();
+        if !bm25_current {
+            bm25.clear()?;
+        }
+        let mut batch: Vec<Bm25Doc> = Vec::new();
+        catalog.for_each_chunk(&mut |chunk, embedding| {
+            chunk_kb.insert(chunk.id, chunk.kb.clone());
+            if !vectors_current {
+                vectors
+                    .insert(chunk.id, &embedding)
+                    .map_err(|e| crate::store::StoreError::Corrupt(e.to_string()))?;
+            }
+            if !bm25_current {
+                batch.push(bm25_doc(&chunk));
+            }
+            Ok(())
+        })?;
+        if !bm25_current {
+            tracing::warn!(generation, "BM25 index behind the catalogue: rebuilt");
+            bm25.add(&batch)?;
+            bm25.commit(generation)?;
+        }
+        if !vectors_current {
+            tracing::warn!(generation, "vector index behind the catalogue: rebuilt");
+            vectors.save(&dir.join("vectors"), generation)?;
+        }
+        Ok(Self {
+            catalog,
+            embedder,
+            counter,
+            config,
+            dir: dir.to_path_buf(),
+            indexes: RwLock::new(Indexes {
+                bm25,
+                vectors,
+                chunk_kb,
+            }),
+            writer: Mutex::new(()),
+        })
+    }
+
+    pub fn list(&self) -> Result<Vec<KnowledgeBaseRecord>, RetrievalError> {
+        Ok(self.catalog.knowledge_bases()?)
+    }
+
+    /// Registers a folder as a knowledge base (it is then synced by the caller).
+    pub fn add(&self, name: &str, root: &Path) -> Result<KnowledgeBaseRecord, RetrievalError> {
+        source::validate_name(name)?;
+        let root = source::canonical_root(root)?;
+        Ok(self
+            .catalog
+            .create_kb(name, &root.to_string_lossy(), now())?)
+    }
+
+    /// A cheap fingerprint of a knowledge base's folder (see `source::fingerprint`).
+    pub fn folder_fingerprint(&self, name: &str) -> Result<u64, RetrievalError> {
+        let kb = self.catalog.knowledge_base(name)?;
+        let root = source::canonical_root(Path::new(&kb.root))?;
+        Ok(source::fingerprint(&source::scan(
+            &root,
+            &super::extract::is_supported,
+        )))
+    }
+
+    /// Brings a knowledge base in line with its folder.
+    pub fn sync(
+        &self,
+        name: &str,
+        progress: &mut dyn FnMut(Progress),
+        cancel: &AtomicBool,
+    ) -> Result<SyncReport, RetrievalError> {
+        let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let started = Instant::now();
+        let kb = self.catalog.knowledge_base(name)?;
+        let root = source::canonical_root(Path::new(&kb.root))?;
+        let scan = source::scan(&root, &super::extract::is_supported);
+        let known: HashMap<String, String> = self
+            .catalog
+            .documents(kb.id)?
+            .into_iter()
+            .map(|d| (d.path, d.content_hash))
+            .collect();
+        let mut report = SyncReport {
+            kb: name.to_string(),
+            skipped: scan.skipped.clone(),
+            ..SyncReport::default()
+        };
+        let mut to_index: Vec<(SourceFile, String, Vec<u8>)> = Vec::new();
+        for file in &scan.files {
+            let bytes = match std::fs::read(&file.absolute) {
+                Ok(bytes) => bytes,
+                Err(err) => {
+                    report.failed.push(Failed {
+                        path: file.path.clone(),
+                        error: format!("cannot read: {err}"),
+                    });
+                    continue;
+                }
+            };
+            let hash = content_hash(&bytes);
+            match known.get(&file.path) {
+                Some(old) if *old == hash => report.unchanged += 1,
+                _ => to_index.push((file.clone(), hash, bytes)),
+            }
+        }
+        let present: HashSet<&str> = scan.files.iter().map(|f| f.path.as_str()).collect();
+        let deleted: Vec<String> = known
+            .keys()
+            .filter(|p| !present.contains(p.as_str()))
+            .cloned()
+            .collect();
+        report.deleted = deleted.len();
+        progress(Progress::Scanned {
+            files: scan.files.len(),
+            skipped: report.skipped.len(),
+            unchanged: report.unchanged,
+            to_index: to_index.len(),
+            to_delete: deleted.len(),
+        });
+        let total = to_index.len();
+        let mut done = 0;
+        let mut deletions: Vec<DocumentChange> = deleted
+            .into_iter()
+            .map(|path| DocumentChange::Delete { path })
+            .collect();
+        for batch in to_index.chunks(DOCUMENTS_PER_BATCH) {
+            if cancel.load(Ordering::Relaxed) {
+                break;
+            }
+            let mut extracted = Vec::with_capacity(batch.len());
+            for (file, hash, bytes) in batch {
+                match extract(&file.path, bytes, &self.config.extract_limits) {
+                    Ok(document) => extracted.push((file, hash, bytes.len(), document)),
+                    Err(err) => report.failed.push(Failed {
+                        path: file.path.clone(),
+                        error: err.to_string(),
+                    }),
+                }
+            }
+            let documents: Vec<&Document> = extracted.iter().map(|(_, _, _, d)| d).collect();
+            let chunked = self.chunk_and_embed(&documents)?;
+            let mut changes = std::mem::take(&mut deletions);
+            let mut batch_chunks = 0;
+            for ((file, hash, bytes, document), chunks) in extracted.into_iter().zip(chunked) {
+                if known.contains_key(&file.path) {
+                    report.updated += 1;
+                } else {
+                    report.added += 1;
+                }
+                batch_chunks += chunks.len();
+                done += 1;
+                progress(Progress::Indexed {
+                    files_done: done,
+                    files_total: total,
+                    chunks: report.chunks_indexed + batch_chunks,
+                    path: file.path.clone(),
+                });
+                changes.push(DocumentChange::Upsert {
+                    path: file.path.clone(),
+                    content_hash: hash.clone(),
+                    bytes: bytes as i64,
+                    title: document.title,
+                    chunks,
+                });
+            }
+            report.chunks_indexed += batch_chunks;
+            let generation = self.commit_batch(&kb, changes)?;
+            progress(Progress::Committed {
+                generation,
+                files_done: done,
+                files_total: total,
+                chunks: report.chunks_indexed,
+            });
+        }
+        if !deletions.is_empty() && !cancel.load(Ordering::Relaxed) {
+            let generation = self.commit_batch(&kb, deletions)?;
+            progress(Progress::Committed {
+                generation,
+                files_done: done,
+                files_total: total,
+                chunks: report.chunks_indexed,
+            });
+        }
+        if cancel.load(Ordering::Relaxed) {
+            return Err(RetrievalError::Cancelled);
+        }
+        report.seconds = started.elapsed().as_secs_f64();
+        report.chunks_per_second = if report.seconds > 0.0 {
+            report.chunks_indexed as f64 / report.seconds
+        } else {
+            0.0
+        };
+        Ok(report)
+    }
+
+    /// Indexes documents handed in directly into knowledge base `name` (created if
+    /// missing, with `root` as its nominal folder). Used by evaluations.
+    pub fn ingest_inline(
+        &self,
+        name: &str,
+        root: &Path,
+        documents: Vec<InlineDocument>,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<SyncReport, RetrievalError> {
+        let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let started = Instant::now();
+        source::validate_name(name)?;
+        let kb = match self.catalog.knowledge_base(name) {
+            Ok(kb) => kb,
+            Err(_) => self
+                .catalog
+                .create_kb(name, &root.to_string_lossy(), now())?,
+        };
+        let total = documents.len();
+        let mut report = SyncReport {
+            kb: name.to_string(),
+            ..SyncReport::default()
+        };
+        let mut done = 0;
+        for batch in documents.chunks(DOCUMENTS_PER_BATCH * 4) {
+            let refs: Vec<&Document> = batch.iter().map(|d| &d.document).collect();
+            let chunked = self.chunk_and_embed(&refs)?;
+            let mut changes = Vec::with_capacity(batch.len());
+            for (document, chunks) in batch.iter().zip(chunked) {
+                report.chunks_indexed += chunks.len();
+                report.added += 1;
+                let hash = content_hash(
+                    serde_json::to_string(&document.document)
+                        .unwrap_or_default()
+                        .as_bytes(),
+                );
+                changes.push(DocumentChange::Upsert {
+                    path: document.path.clone(),
+                    content_hash: hash,
+                    bytes: 0,
+                    title: document.document.title.clone(),
+                    chunks,
+                });
+            }
+            let generation = self.commit_batch(&kb, changes)?;
+            done += batch.len();
+            progress(Progress::Committed {
+                generation,
+                files_done: done,
+                files_total: total,
+                chunks: report.chunks_indexed,
+            });
+        }
+        report.seconds = started.elapsed().as_secs_f64();
+        report.chunks_per_second = if report.seconds > 0.0 {
+            report.chunks_indexed as f64 / report.seconds
+        } else {
+            0.0
+        };
+        Ok(report)
+    }
+
+    /// Removes a knowledge base, its catalogue rows and its index entries (indexes first,
+    /// catalogue last, like a sync).
+    pub fn remove(&self, name: &str) -> Result<(), RetrievalError> {
+        let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        self.catalog.knowledge_base(name)?;
+        let generation = self.catalog.generation()? + 1;
+        let mut indexes = self.indexes.write().unwrap_or_else(|p| p.into_inner());
+        let ids: Vec<u64> = indexes
+            .chunk_kb
+            .iter()
+            .filter(|(_, kb)| kb.as_str() == name)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &ids {
+            indexes.vectors.remove(*id);
+            indexes.chunk_kb.remove(id);
+        }
+        indexes
+            .vectors
+            .save(&self.dir.join("vectors"), generation)?;
+        indexes.bm25.delete_kb(name)?;
+        indexes.bm25.commit(generation)?;
+        self.catalog.remove_kb(name, generation)?;
+        self.compact_vectors(&mut indexes, generation)
+    }
+
+    /// Searches `kbs` (all when `None`).
+    pub fn search(
+        &self,
+        query: &str,
+        kbs: Option<&[String]>,
+        mode: SearchMode,
+        limit: usize,
+    ) -> Result<Vec<SearchHit>, RetrievalError> {
+        let query = query.trim();
+        if query.is_empty() {
+            return Err(RetrievalError::InvalidQuery("the query is empty".into()));
+        }
+        let indexes = self.indexes.read().unwrap_or_else(|p| p.into_inner());
+        let candidates = CANDIDATES.max(limit);
+        let mut lists: Vec<RankedList> = Vec::new();
+        if mode != SearchMode::Vector {
+            let hits = indexes.bm25.search(query, kbs, candidates)?;
+            lists.push(RankedList {
+                name: "bm25".into(),
+                weight: self.config.bm25_weight,
+                hits,
+            });
+        }
+        let use_vectors = match mode {
+            SearchMode::Bm25 => false,
+            SearchMode::Vector => true,
+            SearchMode::Hybrid => self.counter.unknown_share(query) <= MAX_UNKNOWN_SHARE,
+        };
+        if use_vectors {
+            let vector = self
+                .embedder
+                .embed(vec![query.to_string()])?
+                .into_iter()
+                .next()
+                .unwrap_or_default();
+            let allowed: Option<HashSet<&str>> =
+                kbs.map(|k| k.iter().map(String::as_str).collect());
+            let allow = |id: u64| match (&allowed, indexes.chunk_kb.get(&id)) {
+                (None, Some(_)) => true,
+                (Some(set), Some(kb)) => set.contains(kb.as_str()),
+                (_, None) => false,
+            };
+            let hits = indexes.vectors.search(&vector, candidates, &allow);
+            lists.push(RankedList {
+                name: "vector".into(),
+                weight: self.config.vector_weight,
+                hits,
+            });
+        }
+        drop(indexes);
+        let fused = reciprocal_rank_fusion(&lists, self.config.rrf_k, limit);
+        let ids: Vec<u64> = fused.iter().map(|h| h.id).collect();
+        let chunks: HashMap<u64, CatalogChunk> = self
+            .catalog
+            .chunks(&ids)?
+            .into_iter()
+            .map(|c| (c.id, c))
+            .collect();
+        let rank_of = |name: &str, hit: &super::fusion::FusedHit| {
+            let index = lists.iter().position(|l| l.name == name)?;
+            Some(RetrieverRank {
+                rank: hit.ranks[index]?,
+                score: hit.scores[index]?,
+            })
+        };
+        Ok(fused
+            .iter()
+            .filter_map(|hit| {
+                let chunk = chunks.get(&hit.id)?;
+                Some(SearchHit {
+                    chunk_id: hit.id,
+                    score: hit.score,
+                    text: chunk.text.clone(),
+                    citation: citation(chunk),
+                    bm25: rank_of("bm25", hit),
+                    vector: rank_of("vector", hit),
+                })
+            })
+            .collect())
+    }
+
+    /// Chunks each document and embeds all their chunks in one call (the embedding model
+    /// batches them); returns the chunks per document, in order.
+    fn chunk_and_embed(
+        &self,
+        documents: &[&Document],
+    ) -> Result<Vec<Vec<ChunkRecord>>, RetrievalError> {
+        let chunked: Vec<Vec<super::Chunk>> = documents
+            .iter()
+            .map(|d| chunk_document(d, &self.config.chunking, self.counter.as_ref()))
+            .collect();
+        let inputs: Vec<String> = documents
+            .iter()
+            .zip(&chunked)
+            .flat_map(|(document, chunks)| {
+                chunks
+                    .iter()
+                    .map(|c| embedding_input(document.title.as_deref(), &c.heading_path, &c.text))
+            })
+            .collect();
+        let mut embeddings = if inputs.is_empty() {
+            Vec::new()
+        } else {
+            self.embedder.embed(inputs)?
+        }
+        .into_iter();
+        let mut records = Vec::with_capacity(documents.len());
+        for chunks in chunked {
+            let mut document_records = Vec::with_capacity(chunks.len());
+            for chunk in chunks {
+                let embedding = embeddings
+                    .next()
+                    .ok_or_else(|| super::EmbedError("fewer vectors than inputs".into()))?;
+                document_records.push(ChunkRecord {
+                    id: 0,
+                    ordinal: chunk.ordinal,
+                    heading_path: serde_json::to_string(&chunk.heading_path)
+                        .unwrap_or_else(|_| "[]".into()),
+                    location: serde_json::to_string(&chunk.location)
+                        .unwrap_or_else(|_| "null".into()),
+                    text: chunk.text,
+                    tokens: chunk.tokens,
+                    embedding,
+                });
+            }
+            records.push(document_records);
+        }
+        Ok(records)
+    }
+
+    /// Writes one batch: ids reserved, indexes updated and committed under a new
+    /// generation, then the catalogue committed (last).
+    fn commit_batch(
+        &self,
+        kb: &KnowledgeBaseRecord,
+        mut changes: Vec<DocumentChange>,
+    ) -> Result<u64, RetrievalError> {
+        let generation = self.catalog.generation()? + 1;
+        let replaced: Vec<String> = changes
+            .iter()
+            .map(|c| match c {
+                DocumentChange::Upsert { path, .. } | DocumentChange::Delete { path } => {
+                    path.clone()
+                }
+            })
+            .collect();
+        let old_ids = self.catalog.chunk_ids_of(kb.id, &replaced)?;
+        let new_count: u64 = changes
+            .iter()
+            .map(|c| {
+                if let DocumentChange::Upsert { chunks, .. } = c {
+                    chunks.len() as u64
+                } else {
+                    0
+                }
+            })
+            .sum();
+        let mut next_id = if new_count > 0 {
+            self.catalog.reserve_chunk_ids(new_count)?
+        } else {
+            0
+        };
+        let mut indexes = self.indexes.write().unwrap_or_else(|p| p.into_inner());
+        indexes.bm25.delete_chunks(&old_ids)?;
+        for id in &old_ids {
+            indexes.vectors.remove(*id);
+            indexes.chunk_kb.remove(id);
+        }
+        let mut docs = Vec::new();
+        for change in &mut changes {
+            let DocumentChange::Upsert {
+                path,
+                title,
+                chunks,
+                ..
+            } = change
+            else {
+                continue;
+            };
+            for chunk in chunks.iter_mut() {
+                chunk.id = next_id;
+                next_id += 1;
+                indexes.vectors.insert(chunk.id, &chunk.embedding)?;
+                indexes.chunk_kb.insert(chunk.id, kb.name.clone());
+                docs.push(Bm25Doc {
+                    chunk_id: chunk.id,
+                    kb: kb.name.clone(),
+                    title: bm25_title(title.as_deref(), &chunk.heading_path),
+                    text: chunk.text.clone(),
+                });
+            }
+            let _ = path;
+        }
+        indexes.bm25.add(&docs)?;
+        indexes.bm25.commit(generation)?;
+        indexes
+            .vectors
+            .save(&self.dir.join("vectors"), generation)?;
+        self.catalog
+            .commit_sync(kb.id, &changes, generation, now())?;
+        self.compact_vectors(&mut indexes, generation)?;
+        Ok(generation)
+    }
+
+    /// Rebuilds the vector index from the catalogue when too much of it is tombstones.
+    /// Runs after the catalogue commit, so the rebuilt index reflects `generation`.
+    fn compact_vectors(
+        &self,
+        indexes: &mut Indexes,
+        generation: u64,
+    ) -> Result<(), RetrievalError> {
+        let live = indexes.vectors.len().max(1) as f64;
+        if (indexes.vectors.tombstones() as f64) / live <= MAX_TOMBSTONE_SHARE {
+            return Ok(());
+        }
+        let mut rebuilt = VectorIndex::new(self.embedder.dimensions());
+        self.catalog.for_each_chunk(&mut |chunk, embedding| {
+            rebuilt
+                .insert(chunk.id, &embedding)
+                .map_err(|e| crate::store::StoreError::Corrupt(e.to_string()))
+        })?;
+        rebuilt.save(&self.dir.join("vectors"), generation)?;
+        indexes.vectors = rebuilt;
+        Ok(())
+    }
+}
+
+fn bm25_doc(chunk: &CatalogChunk) -> Bm25Doc {
+    Bm25Doc {
+        chunk_id: chunk.id,
+        kb: chunk.kb.clone(),
+        title: bm25_title(chunk.title.as_deref(), &chunk.heading_path),
+        text: chunk.text.clone(),
+    }
+}
+
+/// Title field text: document title and heading path (stored as JSON).
+fn bm25_title(title: Option<&str>, heading_path_json: &str) -> String {
+    let headings: Vec<String> = serde_json::from_str(heading_path_json).unwrap_or_default();
+    let mut parts: Vec<String> = title.into_iter().map(str::to_string).collect();
+    parts.extend(headings);
+    parts.join(" / ")
+}
+
+/// What is embedded for a chunk: its title and heading path give it context.
+fn embedding_input(title: Option<&str>, heading_path: &[String], text: &str) -> String {
+    let mut context: Vec<&str> = title.into_iter().collect();
+    context.extend(heading_path.iter().map(String::as_str));
+    if context.is_empty() {
+        text.to_string()
+    } else {
+        format!("{}\n{text}", context.join(" / "))
+    }
+}
+
+fn citation(chunk: &CatalogChunk) -> Citation {
+    Citation {
+        kb: chunk.kb.clone(),
+        path: chunk.path.clone(),
+        title: chunk.title.clone(),
+        heading_path: serde_json::from_str(&chunk.heading_path).unwrap_or_default(),
+        location: serde_json::from_str(&chunk.location).ok(),
+    }
+}
+
+fn content_hash(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,157 @@
+//! All SQL lives here. One SQLite file in WAL mode is the source of truth for everything
+//! Warden stores; migrations are versioned and applied at open; writes go through one
+//! connection behind a mutex with `BEGIN IMMEDIATE`. Never touches HTTP or SSE.
+
+mod kb_catalog;
+mod migrations;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+
+pub use kb_catalog::{
+    CatalogChunk, CatalogDocument, ChunkRecord, DocumentChange, KbCatalog, KnowledgeBaseRecord,
+};
+
+/// How long a statement waits for a lock held by another connection.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database {path}: {source}")]
+    Open {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+    #[error("database migration {version} failed: {source}")]
+    Migration {
+        version: u32,
+        source: rusqlite::Error,
+    },
+    #[error("database is from a newer Warden (schema {found}, this build knows {known})")]
+    TooNew { found: u32, known: u32 },
+    #[error("database error: {0}")]
+    Sql(#[from] rusqlite::Error),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0} not found")]
+    NotFound(String),
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// The database: one writer connection (reads may use it too; SQLite serialises them).
+pub struct Store {
+    path: PathBuf,
+    writer: Mutex<Connection>,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database and applies pending migrations.
+    pub fn open(path: &Path) -> Result<Self> {
+        let open_err = |source| StoreError::Open {
+            path: path.to_path_buf(),
+            source,
+        };
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let mut connection = Connection::open_with_flags(path, flags).map_err(open_err)?;
+        configure(&connection).map_err(open_err)?;
+        migrations::apply(&mut connection)?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            writer: Mutex::new(connection),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `work` in one `BEGIN IMMEDIATE` transaction, committed when it returns `Ok`.
+    pub fn write<T>(&self, work: impl FnOnce(&Transaction) -> Result<T>) -> Result<T> {
+        let mut connection = self.connection();
+        let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let value = work(&transaction)?;
+        transaction.commit()?;
+        Ok(value)
+    }
+
+    /// Runs read-only `work` on the connection.
+    pub fn read<T>(&self, work: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let connection = self.connection();
+        work(&connection)
+    }
+
+    /// `PRAGMA integrity_check`: `Ok(())` when the database is sound, else the problems.
+    pub fn integrity_check(&self) -> Result<Vec<String>> {
+        self.read(|c| {
+            let mut statement = c.prepare("PRAGMA integrity_check")?;
+            let rows = statement.query_map([], |row| row.get::<_, String>(0))?;
+            let problems: Vec<String> = rows.collect::<rusqlite::Result<_>>()?;
+            Ok(problems.into_iter().filter(|p| p != "ok").collect())
+        })
+    }
+
+    fn connection(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock leaves no half-written transaction (SQLite rolls
+        // it back when the transaction is dropped), so the connection is still usable.
+        self.writer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+fn configure(connection: &Connection) -> rusqlite::Result<()> {
+    connection.busy_timeout(BUSY_TIMEOUT)?;
+    connection.pragma_update(None, "journal_mode", "WAL")?;
+    connection.pragma_update(None, "synchronous", "FULL")?;
+    connection.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opens_migrates_and_reopens() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("warden.db");
+        let store = Store::open(&path).unwrap();
+        assert!(store.integrity_check().unwrap().is_empty());
+        let mode: String = store
+            .read(|c| Ok(c.query_row("PRAGMA journal_mode", [], |r| r.get(0))?))
+            .unwrap();
+        assert_eq!(mode, "wal");
+        drop(store);
+        let again = Store::open(&path).unwrap();
+        let version: u32 = again
+            .read(|c| Ok(c.query_row("PRAGMA user_version", [], |r| r.get(0))?))
+            .unwrap();
+        assert_eq!(version, migrations::LATEST);
+    }
+
+    #[test]
+    fn failed_write_rolls_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("warden.db")).unwrap();
+        let result: Result<()> = store.write(|t| {
+            t.execute(
+                "INSERT INTO knowledge_bases (name, root, created_at) VALUES ('a', '/x', 0)",
+                [],
+            )?;
+            Err(StoreError::Conflict("stop".into()))
+        });
+        assert!(result.is_err());
+        let count: i64 = store
+            .read(|c| Ok(c.query_row("SELECT count(*) FROM knowledge_bases", [], |r| r.get(0))?))
+            .unwrap();
+        assert_eq!(count, 0);
+    }
+}
