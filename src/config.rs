@@ -9,6 +9,7 @@ use clap::Args;
 use crate::engine::{EngineConfig, ModelKind, ModelSpec};
 use crate::http::HttpLimits;
 use crate::model_files::{resolve, Manifest, ModelFileError};
+use crate::retrieval::RetrievalConfig;
 
 /// Largest request body the HTTP server accepts.
 const MAX_BODY_BYTES: usize = 4 << 20;
@@ -38,6 +39,39 @@ pub struct ModelFlags {
     /// Context window cap in tokens (memory bound), whatever the model allows.
     #[arg(long, env = "WARDEN_MAX_CONTEXT", default_value_t = 8192)]
     pub max_context: usize,
+}
+
+/// Flags that tune hybrid retrieval, shared by the server and the `kb`/`eval` commands.
+#[derive(Debug, Clone, Args)]
+pub struct RetrievalFlags {
+    /// Reciprocal Rank Fusion constant k (larger flattens the rank weighting).
+    #[arg(long, env = "WARDEN_RRF_K", default_value_t = 60.0)]
+    pub rrf_k: f64,
+    /// Weight of the BM25 list in the fusion.
+    #[arg(long, env = "WARDEN_BM25_WEIGHT", default_value_t = 1.0)]
+    pub bm25_weight: f64,
+    /// Weight of the vector list in the fusion.
+    #[arg(long, env = "WARDEN_VECTOR_WEIGHT", default_value_t = 1.0)]
+    pub vector_weight: f64,
+}
+
+impl RetrievalFlags {
+    pub fn config(&self) -> Result<RetrievalConfig, ConfigError> {
+        let valid = |x: f64| x.is_finite() && x >= 0.0;
+        if !(valid(self.rrf_k) && valid(self.bm25_weight) && valid(self.vector_weight))
+            || self.bm25_weight + self.vector_weight == 0.0
+        {
+            return Err(ConfigError::Invalid(
+                "--rrf-k and the fusion weights must be finite and ≥ 0, with one weight > 0".into(),
+            ));
+        }
+        Ok(RetrievalConfig {
+            rrf_k: self.rrf_k,
+            bm25_weight: self.bm25_weight,
+            vector_weight: self.vector_weight,
+            ..RetrievalConfig::default()
+        })
+    }
 }
 
 /// Which models a command needs.

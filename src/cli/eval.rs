@@ -10,8 +10,8 @@ use std::time::Instant;
 use clap::Subcommand;
 use serde_json::json;
 
-use crate::config::{ModelFlags, Needs};
-use crate::retrieval::{beir, EmbedError, Embedder, InlineDocument, RetrievalConfig, SearchMode};
+use crate::config::{ModelFlags, Needs, RetrievalFlags};
+use crate::retrieval::{beir, EmbedError, Embedder, InlineDocument, SearchMode};
 
 /// Documents retrieved per query (recall is measured at 100).
 const RANKED_DOCUMENTS: usize = 100;
@@ -31,6 +31,8 @@ pub enum EvalCommand {
         json: bool,
         #[command(flatten)]
         models: ModelFlags,
+        #[command(flatten)]
+        retrieval: RetrievalFlags,
     },
 }
 
@@ -57,6 +59,7 @@ pub fn run(command: EvalCommand) -> anyhow::Result<ExitCode> {
         split,
         mode,
         models,
+        retrieval,
         ..
     } = command;
     let set = beir::load(&dir, &split)?;
@@ -75,10 +78,10 @@ pub fn run(command: EvalCommand) -> anyhow::Result<ExitCode> {
             data.path(),
             Arc::new(UnusedVectors(dimensions)),
             counter,
-            RetrievalConfig::default(),
+            retrieval.config()?,
         )?
     } else {
-        crate::knowledge::open_library(data.path(), embedder.clone(), RetrievalConfig::default())?
+        crate::knowledge::open_library(data.path(), embedder.clone(), retrieval.config()?)?
     };
     let docs = set.corpus.len();
     let documents: Vec<InlineDocument> = set
@@ -118,6 +121,9 @@ pub fn run(command: EvalCommand) -> anyhow::Result<ExitCode> {
             "dataset": dir.display().to_string(),
             "split": split,
             "mode": mode,
+            "rrf_k": retrieval.rrf_k,
+            "bm25_weight": retrieval.bm25_weight,
+            "vector_weight": retrieval.vector_weight,
             "ndcg_at_10": ndcg / queries,
             "recall_at_100": recall / queries,
             "mrr_at_10": mrr / queries,

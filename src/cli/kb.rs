@@ -10,7 +10,7 @@ use clap::Subcommand;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::DataFlags;
-use crate::config::{ModelFlags, Needs};
+use crate::config::{ModelFlags, Needs, RetrievalFlags};
 use crate::retrieval::{Library, Progress, RetrievalConfig, SearchMode, SyncReport};
 
 #[derive(Debug, Subcommand)]
@@ -64,6 +64,8 @@ pub enum KbCommand {
         data: DataFlags,
         #[command(flatten)]
         models: ModelFlags,
+        #[command(flatten)]
+        retrieval: RetrievalFlags,
     },
 }
 
@@ -75,12 +77,12 @@ pub fn run(command: KbCommand) -> anyhow::Result<ExitCode> {
             data,
             models,
         } => {
-            let library = open(&data, &models)?;
+            let library = open(&data, &models, RetrievalConfig::default())?;
             library.add(&name, &path)?;
             print_report(&sync_with_progress(&library, &name)?);
         }
         KbCommand::List { json, data, models } => {
-            let library = open(&data, &models)?;
+            let library = open(&data, &models, RetrievalConfig::default())?;
             let kbs = library.list()?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&kbs)?);
@@ -95,11 +97,11 @@ pub fn run(command: KbCommand) -> anyhow::Result<ExitCode> {
             }
         }
         KbCommand::Sync { name, data, models } => {
-            let library = open(&data, &models)?;
+            let library = open(&data, &models, RetrievalConfig::default())?;
             print_report(&sync_with_progress(&library, &name)?);
         }
         KbCommand::Remove { name, data, models } => {
-            open(&data, &models)?.remove(&name)?;
+            open(&data, &models, RetrievalConfig::default())?.remove(&name)?;
             println!("removed knowledge base `{name}`");
         }
         KbCommand::Search {
@@ -110,8 +112,9 @@ pub fn run(command: KbCommand) -> anyhow::Result<ExitCode> {
             json,
             data,
             models,
+            retrieval,
         } => {
-            let library = open(&data, &models)?;
+            let library = open(&data, &models, retrieval.config()?)?;
             let hits = library.search(&query, Some(&[name]), mode, limit.clamp(1, 100))?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&hits)?);
@@ -135,13 +138,17 @@ pub fn run(command: KbCommand) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn open(data: &DataFlags, models: &ModelFlags) -> anyhow::Result<Library> {
+fn open(
+    data: &DataFlags,
+    models: &ModelFlags,
+    retrieval: RetrievalConfig,
+) -> anyhow::Result<Library> {
     let engine = super::load_engine(models, Needs::Embedding)?;
     let Some(embedder) = engine.embed_model(None) else {
         anyhow::bail!("no embedding model loaded")
     };
     let (_store, library) =
-        crate::knowledge::open_library(&data.data, embedder.clone(), RetrievalConfig::default())?;
+        crate::knowledge::open_library(&data.data, embedder.clone(), retrieval)?;
     Ok(library)
 }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::DataFlags;
-use crate::config::{ModelFlags, ServeConfig};
+use crate::config::{ModelFlags, RetrievalFlags, ServeConfig};
 use crate::engine::Engine;
 use crate::http::{self, AppState};
 use crate::retrieval::{Library, RetrievalConfig};
@@ -28,6 +28,8 @@ pub struct ServeArgs {
     data: DataFlags,
     #[command(flatten)]
     models: ModelFlags,
+    #[command(flatten)]
+    retrieval: RetrievalFlags,
     /// Folder loaded as the `sample` knowledge base on first start (when none exist yet).
     #[arg(long, env = "WARDEN_SAMPLE_KB", default_value = "kb")]
     sample_kb: PathBuf,
@@ -47,7 +49,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     for failure in engine.failures() {
         tracing::error!(model = %failure.id, path = %failure.path, "model unavailable: {}", failure.error);
     }
-    let library = open_library(&engine, &config.data_dir);
+    let library = open_library(&engine, &config.data_dir, args.retrieval.config()?);
     if let Some(library) = &library {
         load_sample_on_first_start(library.clone(), &args.sample_kb);
         if args.watch > 0 {
@@ -80,9 +82,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The knowledge-base library, when the embedding model loaded and the data folder opens.
-fn open_library(engine: &Engine, data_dir: &Path) -> Option<Arc<Library>> {
+fn open_library(engine: &Engine, data_dir: &Path, config: RetrievalConfig) -> Option<Arc<Library>> {
     let embedder = engine.embed_model(None)?;
-    match crate::knowledge::open_library(data_dir, embedder.clone(), RetrievalConfig::default()) {
+    match crate::knowledge::open_library(data_dir, embedder.clone(), config) {
         Ok((_store, library)) => Some(Arc::new(library)),
         Err(err) => {
             tracing::error!("knowledge bases unavailable: {err}");
