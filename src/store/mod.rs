@@ -1,9 +1,20 @@
 //! All SQL lives here. One SQLite file in WAL mode is the source of truth for everything
 //! Warden stores; migrations are versioned and applied at open; writes go through one
-//! connection behind a mutex with `BEGIN IMMEDIATE`. Never touches HTTP or SSE.
+//! connection behind a mutex with `BEGIN IMMEDIATE`. Each area is a trait implemented for
+//! `Store` (knowledge-base catalogue, accounts, conversations, runs and events, audit), and
+//! every method that depends on time takes `now` in seconds since the epoch. Secrets are
+//! stored only as SHA-256 hashes, passwords only as argon2id hashes. Never touches HTTP or
+//! SSE.
 
+mod accounts;
+mod audit;
+mod conversations;
 mod kb_catalog;
 mod migrations;
+mod passwords;
+mod runs;
+mod secrets;
+mod text_enum;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -11,9 +22,20 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 
+pub use accounts::{
+    Accounts, ApiToken, NewApiToken, NewSession, Role, User, BOOTSTRAP_TOKEN_LIFETIME_SECS,
+    LAST_SEEN_RESOLUTION_SECS,
+};
+pub use audit::{Audit, AuditEntry, AuditOutcome, AuditRow, MAX_AUDIT_ROWS_PER_READ, SYSTEM_ACTOR};
+pub use conversations::{
+    CompletedTurn, Conversation, Conversations, Message, MessageRole, NewTurn,
+};
 pub use kb_catalog::{
     CatalogChunk, CatalogDocument, ChunkRecord, DocumentChange, KbCatalog, KnowledgeBaseRecord,
 };
+pub use passwords::{MAX_PASSWORD_CHARS, MAX_USER_NAME_CHARS, MIN_PASSWORD_CHARS};
+pub use runs::{Event, NewEvent, Run, RunStatus, Runs, MAX_EVENTS_PER_READ};
+pub use secrets::{secret_hash, secret_matches_hash};
 
 /// How long a statement waits for a lock held by another connection.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -40,6 +62,13 @@ pub enum StoreError {
     NotFound(String),
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+    /// The caller passed a value the store refuses (a bad user name, a short password,
+    /// malformed JSON); the message is safe to show.
+    #[error("{0}")]
+    Invalid(String),
+    /// The operating system's random generator or the password hasher failed.
+    #[error("cryptographic operation failed: {0}")]
+    Crypto(String),
 }
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
