@@ -137,6 +137,17 @@ pub struct SyncReport {
     pub chunks_per_second: f64,
 }
 
+impl SyncReport {
+    fn finish_timing(&mut self, started: Instant) {
+        self.seconds = started.elapsed().as_secs_f64();
+        self.chunks_per_second = if self.seconds > 0.0 {
+            self.chunks_indexed as f64 / self.seconds
+        } else {
+            0.0
+        };
+    }
+}
+
 /// A document handed in directly (evaluation corpora), not read from a folder.
 pub struct InlineDocument {
     pub path: String,
@@ -377,12 +388,7 @@ impl Library {
         if cancel.load(Ordering::Relaxed) {
             return Err(RetrievalError::Cancelled);
         }
-        report.seconds = started.elapsed().as_secs_f64();
-        report.chunks_per_second = if report.seconds > 0.0 {
-            report.chunks_indexed as f64 / report.seconds
-        } else {
-            0.0
-        };
+        report.finish_timing(started);
         Ok(report)
     }
 
@@ -439,12 +445,7 @@ impl Library {
                 chunks: report.chunks_indexed,
             });
         }
-        report.seconds = started.elapsed().as_secs_f64();
-        report.chunks_per_second = if report.seconds > 0.0 {
-            report.chunks_indexed as f64 / report.seconds
-        } else {
-            0.0
-        };
+        report.finish_timing(started);
         Ok(report)
     }
 
