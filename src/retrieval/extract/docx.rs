@@ -483,20 +483,8 @@ impl<'s> BodyReader<'s> {
         let Some(table) = self.table.take() else {
             return;
         };
-        let rows: Vec<String> = table
-            .rows
-            .iter()
-            .map(|cells| {
-                cells
-                    .iter()
-                    .map(|c| c.split_whitespace().collect::<Vec<_>>().join(" "))
-                    .filter(|c| !c.is_empty())
-                    .collect::<Vec<_>>()
-                    .join(" | ")
-            })
-            .filter(|row| !row.is_empty())
-            .collect();
-        if rows.is_empty() {
+        let text = super::table_text(&table.rows);
+        if text.is_empty() {
             return;
         }
         let location = Location::Paragraphs {
@@ -505,7 +493,7 @@ impl<'s> BodyReader<'s> {
         };
         self.blocks.push(Block {
             kind: BlockKind::Table,
-            text: rows.join("\n"),
+            text,
             location,
         });
     }

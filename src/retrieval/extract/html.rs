@@ -359,20 +359,8 @@ impl<'s> Walker<'s> {
         let Some(table) = self.table.take() else {
             return;
         };
-        let rows: Vec<String> = table
-            .rows
-            .iter()
-            .map(|cells| {
-                cells
-                    .iter()
-                    .map(|c| collapse_whitespace(c))
-                    .filter(|c| !c.is_empty())
-                    .collect::<Vec<_>>()
-                    .join(" | ")
-            })
-            .filter(|row| !row.is_empty())
-            .collect();
-        self.push_block(BlockKind::Table, rows.join("\n"), table.gathered.span);
+        let text = super::table_text(&table.rows);
+        self.push_block(BlockKind::Table, text, table.gathered.span);
     }
 
     fn push_block(&mut self, kind: BlockKind, text: String, span: Option<(usize, usize)>) {

@@ -180,6 +180,23 @@ fn extract_format(
 }
 
 /// A document is worth indexing when some block other than a heading has text.
+/// A table as text: cells (whitespace collapsed) joined by " | ", one row per line;
+/// empty cells and rows are dropped.
+pub(crate) fn table_text(rows: &[Vec<String>]) -> String {
+    rows.iter()
+        .map(|cells| {
+            cells
+                .iter()
+                .map(|cell| cell.split_whitespace().collect::<Vec<_>>().join(" "))
+                .filter(|cell| !cell.is_empty())
+                .collect::<Vec<_>>()
+                .join(" | ")
+        })
+        .filter(|row| !row.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn has_body_text(document: &Document) -> bool {
     document
         .blocks
