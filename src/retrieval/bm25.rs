@@ -58,6 +58,13 @@ pub enum Bm25Error {
         #[source]
         source: TantivyError,
     },
+    /// Another process (usually a running `warden serve`) holds the index writer.
+    #[error(
+        "the knowledge-base index {} is in use by another Warden process (a running server?): \
+         stop it, or use the server's /api/kb endpoints instead",
+        dir.display()
+    )]
+    Busy { dir: PathBuf },
     #[error("BM25 index {}: {operation}", dir.display())]
     Io {
         dir: PathBuf,
@@ -237,7 +244,12 @@ impl Bm25Index {
             .map_err(tantivy_error(dir, "opening a reader"))?;
         let writer = index
             .writer(WRITER_MEMORY_BYTES)
-            .map_err(tantivy_error(dir, "opening the writer"))?;
+            .map_err(|source| match source {
+                TantivyError::LockFailure(..) => Bm25Error::Busy {
+                    dir: dir.to_path_buf(),
+                },
+                other => tantivy_error(dir, "opening the writer")(other),
+            })?;
         Ok(Bm25Index {
             dir: dir.to_path_buf(),
             writer,
