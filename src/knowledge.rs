@@ -67,13 +67,35 @@ pub fn open_library(
     embedder: EmbedModelHandle,
     config: RetrievalConfig,
 ) -> Result<(Arc<Store>, Library), KnowledgeError> {
+    let store = open_store(data_dir)?;
+    let library = open_library_on(store.clone(), data_dir, embedder, config)?;
+    Ok((store, library))
+}
+
+/// Opens (creating if needed) the data folder's database.
+pub fn open_store(data_dir: &Path) -> Result<Arc<Store>, KnowledgeError> {
+    std::fs::create_dir_all(data_dir).map_err(|source| KnowledgeError::DataDir {
+        path: data_dir.display().to_string(),
+        source,
+    })?;
+    Ok(Arc::new(Store::open(&data_dir.join(DATABASE_FILE))?))
+}
+
+/// Opens the library of `data_dir` on an already open store.
+pub fn open_library_on(
+    store: Arc<Store>,
+    data_dir: &Path,
+    embedder: EmbedModelHandle,
+    config: RetrievalConfig,
+) -> Result<Library, KnowledgeError> {
     let counter = token_counter(&embedder)?;
-    open_library_with(
-        data_dir,
+    Ok(Library::open(
+        &data_dir.join(INDEX_DIR),
+        store,
         Arc::new(EngineEmbedder(embedder)),
         counter,
         config,
-    )
+    )?)
 }
 
 /// The embedding model's tokenizer as a token counter.
@@ -90,11 +112,7 @@ pub fn open_library_with(
     counter: Arc<dyn TokenCounter>,
     config: RetrievalConfig,
 ) -> Result<(Arc<Store>, Library), KnowledgeError> {
-    std::fs::create_dir_all(data_dir).map_err(|source| KnowledgeError::DataDir {
-        path: data_dir.display().to_string(),
-        source,
-    })?;
-    let store = Arc::new(Store::open(&data_dir.join(DATABASE_FILE))?);
+    let store = open_store(data_dir)?;
     let library = Library::open(
         &data_dir.join(INDEX_DIR),
         store.clone(),

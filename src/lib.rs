@@ -5,12 +5,17 @@
 //! - `engine`: candle models, tokenizers, chat templates, sampling, constrained decoding,
 //!   inference worker threads. Never touches axum or SQLite.
 //! - `model_files`: the model manifest, model references (paths, `hf://`), sha256 checks.
-//! - `http`: axum router, OpenAI-compatible wire types, error → status mapping. Never
-//!   touches tensors.
+//! - `http`: axum router, auth (sessions, tokens, CSRF, roles), OpenAI-compatible wire
+//!   types, conversations/runs/audit routes, SSE framing, the embedded UI, error → status
+//!   mapping. Never touches tensors or SQL.
 //! - `retrieval`: knowledge bases: folder ingestion, extraction, chunking, tantivy BM25,
 //!   HNSW vectors, RRF fusion, BEIR evaluation. Reaches models only through its
 //!   `Embedder` and `TokenCounter` traits; never touches axum.
-//! - `store`: all SQL (SQLite): migrations, the knowledge-base catalogue.
+//! - `store`: all SQL (SQLite): migrations, the knowledge-base catalogue, accounts,
+//!   sessions, conversations, runs with leases and gapless event logs, the audit log.
+//! - `runs`: run lifecycle: worker threads claiming runs under a lease, crash resume from
+//!   the event log, cancellation, the closed public event set and its bus. Never touches
+//!   axum or model internals.
 //! - `knowledge`: wiring of retrieval to the store and the engine's embedding model.
 //! - `cli`: the commands (`serve`, `ask`, `models`, `bench`, `kb`, `eval`).
 
@@ -21,4 +26,5 @@ pub mod http;
 pub mod knowledge;
 pub mod model_files;
 pub mod retrieval;
+pub mod runs;
 pub mod store;

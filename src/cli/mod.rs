@@ -1,10 +1,13 @@
-//! The command line: `serve`, `ask`, `models`, `bench`. Parses flags with clap, turns them
+//! The command line: `serve`, `ask`, `models`, `bench`, `kb`, `eval`, `user`, `token`,
+//! `audit`, `doctor`, `backup`. Parses flags with clap, turns them
 //! into validated configuration, and runs the command.
 
+mod accounts;
 mod ask;
 mod bench;
 mod eval;
 mod kb;
+mod maintenance;
 mod models;
 mod serve;
 
@@ -52,6 +55,25 @@ enum Command {
         #[command(subcommand)]
         command: eval::EvalCommand,
     },
+    /// Users: add, list, disable.
+    User {
+        #[command(subcommand)]
+        command: accounts::UserCommand,
+    },
+    /// API tokens: create, list, revoke.
+    Token {
+        #[command(subcommand)]
+        command: accounts::TokenCommand,
+    },
+    /// The audit log.
+    Audit {
+        #[command(subcommand)]
+        command: maintenance::AuditCommand,
+    },
+    /// Check the data folder's database (integrity, schema, counts).
+    Doctor(maintenance::DoctorArgs),
+    /// Write a consistent copy of the database, safe while the server runs.
+    Backup(maintenance::BackupArgs),
 }
 
 /// Flags every command that touches stored data takes.
@@ -72,6 +94,11 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Bench { command } => bench::run(command),
         Command::Kb { command } => kb::run(command),
         Command::Eval { command } => eval::run(command),
+        Command::User { command } => accounts::run_user(command),
+        Command::Token { command } => accounts::run_token(command),
+        Command::Audit { command } => maintenance::run_audit(command),
+        Command::Doctor(args) => maintenance::run_doctor(args),
+        Command::Backup(args) => maintenance::run_backup(args),
     }
 }
 

@@ -13,8 +13,10 @@ use anyhow::Context;
 use super::DataFlags;
 use crate::config::{ModelFlags, RetrievalFlags, ServeConfig};
 use crate::engine::Engine;
-use crate::http::{self, AppState};
+use crate::http::{self, AppState, LoginLimiter, SessionConfig};
 use crate::retrieval::{Library, RetrievalConfig};
+use crate::runs::{EventBus, RunConfig, RunService, RunWorkers};
+use crate::store::{Accounts, Store};
 
 /// The knowledge base the sample folder becomes.
 const SAMPLE_KB: &str = "sample";
@@ -36,12 +38,32 @@ pub struct ServeArgs {
     /// Keep every knowledge base in sync with its folder, checking every N seconds (0: off).
     #[arg(long, env = "WARDEN_WATCH_SECONDS", default_value_t = 0)]
     watch: u64,
+    /// Threads answering chat runs (each holds one run while the model works on it).
+    #[arg(long, env = "WARDEN_RUN_WORKERS", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+    run_workers: u16,
+    /// Most tokens in one chat answer.
+    #[arg(long, env = "WARDEN_MAX_ANSWER_TOKENS", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=32768))]
+    max_answer_tokens: u32,
+    /// Browser sessions end after this many minutes without use.
+    #[arg(long, env = "WARDEN_SESSION_IDLE_MINUTES", default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=10080))]
+    session_idle_minutes: u32,
+    /// Browser sessions end this many hours after sign-in, however busy.
+    #[arg(long, env = "WARDEN_SESSION_HOURS", default_value_t = 12, value_parser = clap::value_parser!(u32).range(1..=720))]
+    session_hours: u32,
+    /// Mark cookies `Secure` (set this when users reach Warden over HTTPS via a proxy).
+    #[arg(long, env = "WARDEN_SECURE_COOKIES")]
+    secure_cookies: bool,
 }
 
+/// The file a server holds locked while it uses a data folder.
+const LOCK_FILE: &str = "warden.lock";
+
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    let config = ServeConfig::new(args.addr, args.data.data, &args.models)?;
+    let config = ServeConfig::new(args.addr, args.data.data.clone(), &args.models)?;
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data folder {}", config.data_dir.display()))?;
+    let _lock = lock_data_folder(&config.data_dir)?;
+    let store = crate::knowledge::open_store(&config.data_dir)?;
     let engine = Engine::load(&config.engine);
     for model in engine.models() {
         tracing::info!(model = %model.id, kind = ?model.kind, arch = %model.architecture, "model loaded");
@@ -49,16 +71,33 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     for failure in engine.failures() {
         tracing::error!(model = %failure.id, path = %failure.path, "model unavailable: {}", failure.error);
     }
-    let library = open_library(&engine, &config.data_dir, args.retrieval.config()?);
+    let library = open_library(
+        &engine,
+        store.clone(),
+        &config.data_dir,
+        args.retrieval.config()?,
+    );
     if let Some(library) = &library {
         load_sample_on_first_start(library.clone(), &args.sample_kb);
         if args.watch > 0 {
             watch_folders(library.clone(), Duration::from_secs(args.watch));
         }
     }
+    let runs = start_runs(&engine, store.clone(), &args)?;
+    let bootstrap = store
+        .bootstrap_token(crate::runs::now_secs())
+        .context("cannot prepare the first-admin bootstrap token")?;
     let state = AppState {
         engine: Arc::new(engine),
         library,
+        store,
+        runs,
+        sessions: SessionConfig {
+            idle_secs: i64::from(args.session_idle_minutes) * 60,
+            absolute_secs: i64::from(args.session_hours) * 3600,
+            secure_cookies: args.secure_cookies,
+        },
+        login_limiter: Arc::new(LoginLimiter::default()),
         limits: config.http,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -74,6 +113,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             .local_addr()
             .context("cannot read the bound address")?;
         println!("Warden listening on http://{local}");
+        if let Some(token) = bootstrap {
+            println!(
+                "No users yet. Open http://{local}/#bootstrap={token} within 24 hours to create \
+                 the first administrator (or run `warden user add NAME --role admin --password-stdin`)."
+            );
+        }
         http::serve(listener, state, shutdown_signal())
             .await
             .context("HTTP server failed")
@@ -81,11 +126,61 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Holds `data_dir/warden.lock` for the life of the server: one server per data folder,
+/// so at start every run still marked running belongs to a dead process.
+fn lock_data_folder(data_dir: &Path) -> anyhow::Result<std::fs::File> {
+    let path = data_dir.join(LOCK_FILE);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+            "another Warden server is using the data folder {}; stop it or choose another --data",
+            data_dir.display()
+        ),
+        Err(std::fs::TryLockError::Error(err)) => {
+            Err(err).with_context(|| format!("cannot lock {}", path.display()))
+        }
+    }
+}
+
+/// Recovers interrupted runs and starts the run workers (none without a chat model).
+fn start_runs(engine: &Engine, store: Arc<Store>, args: &ServeArgs) -> anyhow::Result<RunService> {
+    let bus = EventBus::default();
+    let Some(chat) = engine.chat_model(None) else {
+        tracing::warn!("no chat model loaded: chat messages are refused until one is");
+        return Ok(RunService::new(store, bus, None));
+    };
+    let config = RunConfig {
+        workers: usize::from(args.run_workers),
+        max_answer_tokens: args.max_answer_tokens as usize,
+        ..RunConfig::default()
+    };
+    let (workers, recovered) = RunWorkers::start(store.clone(), chat.clone(), bus.clone(), config)
+        .context("cannot recover interrupted runs")?;
+    if !recovered.is_empty() {
+        tracing::warn!(
+            count = recovered.len(),
+            "resuming runs interrupted by a restart"
+        );
+    }
+    Ok(RunService::new(store, bus, Some(workers)))
+}
+
 /// The knowledge-base library, when the embedding model loaded and the data folder opens.
-fn open_library(engine: &Engine, data_dir: &Path, config: RetrievalConfig) -> Option<Arc<Library>> {
+fn open_library(
+    engine: &Engine,
+    store: Arc<Store>,
+    data_dir: &Path,
+    config: RetrievalConfig,
+) -> Option<Arc<Library>> {
     let embedder = engine.embed_model(None)?;
-    match crate::knowledge::open_library(data_dir, embedder.clone(), config) {
-        Ok((_store, library)) => Some(Arc::new(library)),
+    match crate::knowledge::open_library_on(store, data_dir, embedder.clone(), config) {
+        Ok(library) => Some(Arc::new(library)),
         Err(err) => {
             tracing::error!("knowledge bases unavailable: {err}");
             None

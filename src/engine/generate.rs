@@ -75,6 +75,13 @@ impl ChatRuntime {
                 PromptPiece::Content(text) => tokens.extend(self.tokenizer.encode(&text, false)?),
             }
         }
+        if let Some(prefix) = request
+            .assistant_prefix
+            .as_deref()
+            .filter(|p| !p.is_empty())
+        {
+            tokens.extend(self.tokenizer.encode(prefix, false)?);
+        }
         Ok(tokens)
     }
 

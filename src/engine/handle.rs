@@ -80,6 +80,19 @@ impl GenerationStream {
         self.receiver.recv().ok()
     }
 
+    /// Blocking variant that gives up after `timeout`: `Err(())` when nothing arrived in
+    /// time (the generation goes on), `Ok(None)` after `Done`.
+    pub fn next_timeout(
+        &mut self,
+        timeout: std::time::Duration,
+    ) -> std::result::Result<Option<Result<GenerationEvent>>, ()> {
+        match self.receiver.recv_timeout(timeout) {
+            Ok(event) => Ok(Some(event)),
+            Err(flume::RecvTimeoutError::Timeout) => Err(()),
+            Err(flume::RecvTimeoutError::Disconnected) => Ok(None),
+        }
+    }
+
     /// Asks the worker to stop this generation soon.
     pub fn cancel(&self) {
         self.cancel.0.store(true, Ordering::Relaxed);

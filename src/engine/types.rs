@@ -137,6 +137,9 @@ pub struct ChatRequest {
     pub stop: Vec<String>,
     /// Keep generating past end-of-sequence tokens (benchmarks only).
     pub ignore_eos: bool,
+    /// The start of the assistant's answer, already written: generation continues it
+    /// (a resumed run). Tokenized as plain text after the generation prompt.
+    pub assistant_prefix: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]

@@ -13,7 +13,7 @@ use crate::retrieval::RetrievalError;
 use crate::store::StoreError;
 
 /// Seconds a client should wait before retrying when a model's queue is full.
-const RETRY_AFTER_SECONDS: &str = "1";
+const BUSY_RETRY_AFTER_SECONDS: u64 = 1;
 
 /// What the client is told when something failed on our side.
 const INTERNAL_ERROR_MESSAGE: &str = "internal server error; see the server log";
@@ -52,6 +52,20 @@ pub enum ApiError {
     Unavailable(String),
     /// A failure on our side with no better category (detail is logged, not sent).
     Internal(String),
+    /// No valid session cookie or API token.
+    Unauthorized,
+    /// A login with a wrong name or password (which of the two is not said).
+    InvalidCredentials,
+    /// Authenticated, but the role may not do this, or a cross-site/CSRF check failed.
+    Forbidden(String),
+    /// Too many attempts (logins); retry after this many seconds.
+    TooManyRequests {
+        retry_after_secs: u64,
+    },
+    /// The request conflicts with the object's state (a duplicate, an ended run, …).
+    Conflict(String),
+    /// Stored data: not found, conflicts and invalid values map to 4xx, the rest to 500.
+    Store(StoreError),
 }
 
 impl ApiError {
@@ -65,7 +79,7 @@ impl ApiError {
     /// The status code and JSON body for this error. Logs the detail of internal errors.
     pub fn render(&self) -> (StatusCode, Value) {
         let parts = self.parts();
-        if parts.status.is_server_error() && !parts.retry_after {
+        if parts.status.is_server_error() && parts.retry_after.is_none() {
             match self {
                 ApiError::Engine(err) => tracing::error!("request failed inside the engine: {err}"),
                 ApiError::Retrieval(err) => tracing::error!("knowledge-base request failed: {err}"),
@@ -124,10 +138,62 @@ impl ApiError {
                 code: "unavailable",
                 message: message.clone(),
                 param: None,
-                retry_after: false,
+                retry_after: None,
             },
             ApiError::Internal(_) => ErrorParts::internal(),
+            ApiError::Unauthorized => ErrorParts::client(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "sign in, or send `Authorization: Bearer <API token>`",
+                None,
+            ),
+            ApiError::InvalidCredentials => ErrorParts::client(
+                StatusCode::UNAUTHORIZED,
+                "invalid_credentials",
+                "wrong user name or password",
+                None,
+            ),
+            ApiError::Forbidden(message) => {
+                ErrorParts::client(StatusCode::FORBIDDEN, "forbidden", message, None)
+            }
+            ApiError::TooManyRequests { retry_after_secs } => ErrorParts {
+                retry_after: Some(*retry_after_secs),
+                ..ErrorParts::client(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "too_many_requests",
+                    &format!("too many attempts; retry in {retry_after_secs} s"),
+                    None,
+                )
+            },
+            ApiError::Conflict(message) => {
+                ErrorParts::client(StatusCode::CONFLICT, "conflict", message, None)
+            }
+            ApiError::Store(err) => store_error_parts(err),
         }
+    }
+}
+
+/// The one place that decides how each store error looks to a client.
+fn store_error_parts(err: &StoreError) -> ErrorParts {
+    match err {
+        StoreError::NotFound(what) => ErrorParts::client(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            &format!("{what} not found"),
+            None,
+        ),
+        StoreError::Conflict(message) => {
+            ErrorParts::client(StatusCode::CONFLICT, "conflict", message, None)
+        }
+        StoreError::Invalid(message) => {
+            ErrorParts::client(StatusCode::BAD_REQUEST, "invalid_value", message, None)
+        }
+        StoreError::Open { .. }
+        | StoreError::Migration { .. }
+        | StoreError::TooNew { .. }
+        | StoreError::Sql(_)
+        | StoreError::Corrupt(_)
+        | StoreError::Crypto(_) => ErrorParts::internal(),
     }
 }
 
@@ -161,7 +227,7 @@ fn retrieval_error_parts(err: &RetrievalError) -> ErrorParts {
             code: "server_busy",
             message: "the embedding model is busy or unavailable; retry later".to_owned(),
             param: None,
-            retry_after: true,
+            retry_after: Some(BUSY_RETRY_AFTER_SECONDS),
         },
         RetrievalError::Io { .. }
         | RetrievalError::Store(_)
@@ -188,7 +254,7 @@ fn engine_error_parts(err: &EngineError) -> ErrorParts {
             code: "server_busy",
             message: format!("{err}; retry later"),
             param: None,
-            retry_after: true,
+            retry_after: Some(BUSY_RETRY_AFTER_SECONDS),
         },
         EngineError::WorkerGone(_)
         | EngineError::Inference(_)
@@ -199,7 +265,7 @@ fn engine_error_parts(err: &EngineError) -> ErrorParts {
             code: "internal_error",
             message: INTERNAL_ERROR_MESSAGE.to_owned(),
             param: None,
-            retry_after: false,
+            retry_after: None,
         },
     }
 }
@@ -212,7 +278,8 @@ struct ErrorParts {
     code: &'static str,
     message: String,
     param: Option<String>,
-    retry_after: bool,
+    /// Seconds for a `Retry-After` header, when the client should retry later.
+    retry_after: Option<u64>,
 }
 
 impl ErrorParts {
@@ -224,7 +291,7 @@ impl ErrorParts {
             code: "internal_error",
             message: INTERNAL_ERROR_MESSAGE.to_owned(),
             param: None,
-            retry_after: false,
+            retry_after: None,
         }
     }
 
@@ -241,7 +308,7 @@ impl ErrorParts {
             code,
             message: message.to_owned(),
             param,
-            retry_after: false,
+            retry_after: None,
         }
     }
 
@@ -262,10 +329,10 @@ impl IntoResponse for ApiError {
         let retry_after = self.parts().retry_after;
         let (status, body) = self.render();
         let mut response = (status, Json(body)).into_response();
-        if retry_after {
+        if let Some(seconds) = retry_after {
             response
                 .headers_mut()
-                .insert(RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECONDS));
+                .insert(RETRY_AFTER, HeaderValue::from(seconds));
         }
         response
     }
@@ -274,6 +341,12 @@ impl IntoResponse for ApiError {
 impl From<RetrievalError> for ApiError {
     fn from(err: RetrievalError) -> Self {
         ApiError::Retrieval(err)
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> Self {
+        ApiError::Store(err)
     }
 }
 

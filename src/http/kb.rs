@@ -17,10 +17,13 @@ use futures_util::Stream;
 use serde::Deserialize;
 use serde_json::json;
 
+use super::auth::{Caller, Permission};
 use super::error::ApiError;
 use super::json::ApiJson;
-use super::AppState;
+use super::session::audit;
+use super::{blocking, AppState};
 use crate::retrieval::{Library, Progress, SearchMode};
+use crate::store::AuditOutcome;
 
 /// Progress events buffered per sync stream; when a client reads slowly, intermediate
 /// progress is dropped (the final event never is).
@@ -57,16 +60,8 @@ fn library(state: &AppState) -> Result<Arc<Library>, ApiError> {
     ))
 }
 
-/// Runs blocking library work off the async runtime.
-async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
-) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?
-}
-
-async fn list(State(state): State<AppState>) -> Result<Response, ApiError> {
+async fn list(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
+    caller.require(Permission::ReadKnowledge)?;
     let library = library(&state)?;
     let kbs = blocking(move || Ok(library.list()?)).await?;
     Ok(Json(json!({ "knowledge_bases": kbs })).into_response())
@@ -75,26 +70,49 @@ async fn list(State(state): State<AppState>) -> Result<Response, ApiError> {
 /// Registers a folder; the client then syncs it (and watches the progress).
 async fn add(
     State(state): State<AppState>,
+    caller: Caller,
     ApiJson(request): ApiJson<AddRequest>,
 ) -> Result<Response, ApiError> {
+    caller.require(Permission::ManageKnowledge)?;
     let library = library(&state)?;
     let record = blocking(move || Ok(library.add(&request.name, &request.path)?)).await?;
+    audit(
+        &state,
+        &caller.user.name,
+        "kb.add",
+        Some(&record.name),
+        AuditOutcome::Success,
+    )
+    .await;
     Ok((StatusCode::CREATED, Json(record)).into_response())
 }
 
 async fn remove(
     State(state): State<AppState>,
+    caller: Caller,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
+    caller.require(Permission::ManageKnowledge)?;
     let library = library(&state)?;
-    blocking(move || Ok(library.remove(&name)?)).await?;
+    let removed = name.clone();
+    blocking(move || Ok(library.remove(&removed)?)).await?;
+    audit(
+        &state,
+        &caller.user.name,
+        "kb.remove",
+        Some(&name),
+        AuditOutcome::Success,
+    )
+    .await;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 async fn search(
     State(state): State<AppState>,
+    caller: Caller,
     Query(params): Query<SearchParams>,
 ) -> Result<Response, ApiError> {
+    caller.require(Permission::ReadKnowledge)?;
     let library = library(&state)?;
     let limit = params.limit.unwrap_or(10);
     if limit == 0 || limit > MAX_SEARCH_LIMIT {
@@ -119,8 +137,10 @@ async fn search(
 /// the report) or `failed`. The sync runs to the end even if the client goes away.
 async fn sync(
     State(state): State<AppState>,
+    caller: Caller,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
+    caller.require(Permission::SyncKnowledge)?;
     let library = library(&state)?;
     {
         // Fail fast (404) before opening a stream for a name that does not exist.
@@ -132,6 +152,14 @@ async fn sync(
             return Err(ApiError::NotFound(format!("knowledge base `{name}`")));
         }
     }
+    audit(
+        &state,
+        &caller.user.name,
+        "kb.sync",
+        Some(&name),
+        AuditOutcome::Success,
+    )
+    .await;
     let (sender, receiver) = tokio::sync::mpsc::channel::<Event>(PROGRESS_BUFFER);
     tokio::task::spawn_blocking(move || {
         let never = AtomicBool::new(false);

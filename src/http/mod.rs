@@ -5,11 +5,18 @@
 //! CPU-heavy work runs on the async runtime. It never touches tensors, SQL or the model
 //! threads' internals.
 
+mod assets;
+mod audit;
+mod auth;
+mod conversations;
 mod error;
 mod health;
 mod json;
 mod kb;
+pub(crate) mod login_limiter;
 mod openai;
+mod runs;
+mod session;
 #[cfg(test)]
 mod tests;
 
@@ -26,15 +33,24 @@ use axum::Router;
 
 use crate::engine::Engine;
 use crate::retrieval::Library;
+use crate::runs::RunService;
+use crate::store::Store;
 
+pub use assets::CONTENT_SECURITY_POLICY;
 pub use error::ApiError;
+pub use login_limiter::LoginLimiter;
+pub use session::SessionConfig;
 
-/// Everything a request handler may use. Cheap to clone: one `Arc` and a few numbers.
+/// Everything a request handler may use. Cheap to clone: `Arc`s and a few numbers.
 #[derive(Clone)]
 pub struct AppState {
     pub engine: Arc<Engine>,
     /// Knowledge bases; `None` when the embedding model did not load.
     pub library: Option<Arc<Library>>,
+    pub store: Arc<Store>,
+    pub runs: RunService,
+    pub sessions: SessionConfig,
+    pub login_limiter: Arc<LoginLimiter>,
     pub limits: HttpLimits,
 }
 
@@ -50,18 +66,41 @@ pub struct HttpLimits {
 }
 
 /// The whole HTTP API. Tests can drive it with `tower::ServiceExt::oneshot`, no socket.
+/// Every route needs a caller except health, login, bootstrap and the UI's files.
 pub fn router(state: AppState) -> Router {
     let body_limit = DefaultBodyLimit::max(state.limits.max_body_bytes);
-    Router::new()
-        .route("/healthz", get(health::healthz))
+    let protected = Router::new()
         .merge(openai::routes())
         .merge(kb::routes())
+        .merge(session::routes())
+        .merge(conversations::routes())
+        .merge(runs::routes())
+        .merge(audit::routes())
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_caller,
+        ));
+    Router::new()
+        .route("/healthz", get(health::healthz))
+        .merge(session::public_routes())
+        .merge(assets::routes())
+        .merge(protected)
         .fallback(error::route_not_found)
         // Must come after every route: it applies to the routes that exist when it is called.
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(body_limit)
+        .layer(middleware::from_fn(assets::security_headers))
         .layer(middleware::from_fn(log_request))
         .with_state(state)
+}
+
+/// Runs blocking work (SQLite, retrieval) off the async runtime's worker threads.
+pub(crate) async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?
 }
 
 /// Serves `router(state)` on `listener` until `shutdown` completes, then stops accepting
@@ -80,7 +119,9 @@ pub async fn serve(
             tracing::debug!("cannot set TCP_NODELAY: {err}");
         }
     });
-    axum::serve(listener, router(state))
+    // The peer address feeds the login rate limiter.
+    let app = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await
 }

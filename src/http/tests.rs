@@ -9,8 +9,10 @@ use axum::http::{Method, Request, StatusCode};
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
-use super::{router, AppState, HttpLimits};
+use super::{router, AppState, HttpLimits, LoginLimiter, SessionConfig};
 use crate::engine::{Engine, EngineConfig, ModelKind, ModelSpec};
+use crate::runs::{EventBus, RunService};
+use crate::store::{Accounts, Role, Store};
 
 const LIMITS: HttpLimits = HttpLimits {
     max_body_bytes: 64 * 1024,
@@ -38,32 +40,93 @@ fn engine() -> Arc<Engine> {
     engine.clone()
 }
 
+/// The user every request is made as (by API token), in a store shared by the tests.
+const PASSWORD: &str = "correct horse 1";
+
+struct Fixture {
+    store: Arc<Store>,
+    token: String,
+    _dir: tempfile::TempDir,
+}
+
+fn fixture() -> &'static Fixture {
+    static FIXTURE: OnceLock<Fixture> = OnceLock::new();
+    FIXTURE.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Arc::new(Store::open(&dir.path().join("w.db")).expect("store opens"));
+        store
+            .create_user("tester", Role::Operator, PASSWORD, 1)
+            .expect("user");
+        store
+            .create_user("viewer", Role::Viewer, PASSWORD, 1)
+            .expect("user");
+        let token = store.create_token("tester", "t", 1).expect("token").secret;
+        Fixture {
+            store,
+            token,
+            _dir: dir,
+        }
+    })
+}
+
+fn state() -> AppState {
+    let store = fixture().store.clone();
+    AppState {
+        engine: engine(),
+        library: None,
+        runs: RunService::new(store.clone(), EventBus::default(), None),
+        store,
+        sessions: SessionConfig::default(),
+        login_limiter: Arc::new(LoginLimiter::default()),
+        limits: LIMITS,
+    }
+}
+
 async fn send(
     method: Method,
     path: &str,
     content_type: Option<&str>,
     body: Body,
 ) -> (StatusCode, Value) {
-    let state = AppState {
-        engine: engine(),
-        library: None,
-        limits: LIMITS,
-    };
-    let mut request = Request::builder().method(method).uri(path);
+    let token = format!("Bearer {}", fixture().token);
+    let mut headers = vec![("authorization", token.as_str())];
     if let Some(content_type) = content_type {
-        request = request.header("content-type", content_type);
+        headers.push(("content-type", content_type));
+    }
+    let response = send_to(&router(state()), method, path, &headers, body).await;
+    let (status, value, _) = response;
+    (status, value)
+}
+
+/// Sends one request with exactly `headers`; returns status, JSON body and headers.
+async fn send_to(
+    app: &axum::Router,
+    method: Method,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Body,
+) -> (StatusCode, Value, axum::http::HeaderMap) {
+    let mut request = Request::builder().method(method).uri(path);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
     }
     let request = request.body(body).expect("test request builds");
-    let response = router(state)
+    let response = app
+        .clone()
         .oneshot(request)
         .await
         .expect("the router is infallible");
     let status = response.status();
+    let response_headers = response.headers().clone();
     let bytes = to_bytes(response.into_body(), usize::MAX)
         .await
         .expect("body reads");
-    let value = serde_json::from_slice(&bytes).unwrap_or_else(|_| panic!("not JSON: {bytes:?}"));
-    (status, value)
+    let value = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).unwrap_or_else(|_| panic!("not JSON: {bytes:?}"))
+    };
+    (status, value, response_headers)
 }
 
 async fn get(path: &str) -> (StatusCode, Value) {
@@ -234,4 +297,219 @@ async fn embedding_validation_and_missing_model() {
         (status, error_code(&body).as_str()),
         (StatusCode::NOT_FOUND, "model_not_found")
     );
+}
+
+#[tokio::test]
+async fn protected_routes_need_a_caller_and_health_does_not() {
+    let app = router(state());
+    for (method, path) in [
+        (Method::GET, "/v1/models"),
+        (Method::GET, "/api/conversations"),
+        (Method::GET, "/api/me"),
+        (Method::GET, "/api/audit"),
+        (Method::GET, "/api/kb"),
+        (Method::GET, "/api/runs/run_x/events"),
+    ] {
+        let (status, body, _) = send_to(&app, method.clone(), path, &[], Body::empty()).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{method} {path}");
+        assert_eq!(error_code(&body), "unauthorized");
+        let wrong = [("authorization", "Bearer wdn_wrong")];
+        let (status, _, _) = send_to(&app, method.clone(), path, &wrong, Body::empty()).await;
+        assert_eq!(
+            status,
+            StatusCode::UNAUTHORIZED,
+            "{method} {path} with a wrong token"
+        );
+    }
+    let (status, _, headers) = send_to(&app, Method::GET, "/healthz", &[], Body::empty()).await;
+    assert_eq!(status, StatusCode::OK);
+    let policy = headers["content-security-policy"].to_str().unwrap();
+    assert!(policy.contains("script-src 'self'") && !policy.contains("unsafe-inline"));
+}
+
+#[tokio::test]
+async fn a_browser_session_needs_its_csrf_token_and_same_origin_to_write() {
+    let app = router(state());
+    let login = json!({"name": "tester", "password": PASSWORD}).to_string();
+    let json_type = ("content-type", "application/json");
+    let (status, body, headers) = send_to(
+        &app,
+        Method::POST,
+        "/api/login",
+        &[json_type],
+        Body::from(login.clone()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["user"]["role"], "operator");
+    let cookies: Vec<String> = headers
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .collect();
+    let session = cookies
+        .iter()
+        .find(|c| c.starts_with("warden_session="))
+        .unwrap();
+    assert!(
+        session.contains("HttpOnly") && session.contains("SameSite=Strict"),
+        "{session}"
+    );
+    let value_of = |prefix: &str| {
+        let cookie = cookies.iter().find(|c| c.starts_with(prefix)).unwrap();
+        cookie[prefix.len()..].split(';').next().unwrap().to_owned()
+    };
+    let session_id = value_of("warden_session=");
+    let csrf = value_of("warden_csrf=");
+    assert!(session_id.len() >= 32 && csrf.len() >= 32);
+    let cookie = format!("warden_session={session_id}; warden_csrf={csrf}");
+
+    let (status, body, _) = send_to(
+        &app,
+        Method::GET,
+        "/api/me",
+        &[("cookie", &cookie)],
+        Body::empty(),
+    )
+    .await;
+    assert_eq!(
+        (status, body["user"]["name"].as_str()),
+        (StatusCode::OK, Some("tester"))
+    );
+    let create = |extra: Vec<(&'static str, String)>| {
+        let app = app.clone();
+        let cookie = cookie.clone();
+        async move {
+            let mut headers: Vec<(&str, String)> =
+                vec![("cookie", cookie), ("host", "w.local".into())];
+            headers.extend(extra);
+            let borrowed: Vec<(&str, &str)> =
+                headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            send_to(
+                &app,
+                Method::POST,
+                "/api/conversations",
+                &borrowed,
+                Body::empty(),
+            )
+            .await
+            .0
+        }
+    };
+    assert_eq!(create(vec![]).await, StatusCode::FORBIDDEN, "no CSRF token");
+    assert_eq!(
+        create(vec![("x-csrf-token", "wrong".into())]).await,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        create(vec![
+            ("x-csrf-token", csrf.clone()),
+            ("origin", "http://evil.example".into())
+        ])
+        .await,
+        StatusCode::FORBIDDEN,
+        "cross-site"
+    );
+    assert_eq!(
+        create(vec![
+            ("x-csrf-token", csrf.clone()),
+            ("sec-fetch-site", "cross-site".into())
+        ])
+        .await,
+        StatusCode::FORBIDDEN,
+        "cross-site by fetch metadata"
+    );
+    assert_eq!(
+        create(vec![
+            ("x-csrf-token", csrf.clone()),
+            ("origin", "http://w.local".into())
+        ])
+        .await,
+        StatusCode::CREATED
+    );
+
+    // Logging out ends the session.
+    let logout_headers = [("cookie", cookie.as_str()), ("x-csrf-token", csrf.as_str())];
+    let (status, _, _) = send_to(
+        &app,
+        Method::POST,
+        "/api/logout",
+        &logout_headers,
+        Body::empty(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _, _) = send_to(
+        &app,
+        Method::GET,
+        "/api/me",
+        &[("cookie", &cookie)],
+        Body::empty(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn failed_logins_are_rate_limited() {
+    let app = router(state());
+    let json_type = ("content-type", "application/json");
+    let wrong = json!({"name": "viewer", "password": "not the password"}).to_string();
+    for _ in 0..crate::http::login_limiter::MAX_FAILURES {
+        let (status, body, _) = send_to(
+            &app,
+            Method::POST,
+            "/api/login",
+            &[json_type],
+            Body::from(wrong.clone()),
+        )
+        .await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        assert_eq!(error_code(&body), "invalid_credentials");
+    }
+    // Locked out now, even with the right password.
+    let right = json!({"name": "viewer", "password": PASSWORD}).to_string();
+    let (status, body, headers) = send_to(
+        &app,
+        Method::POST,
+        "/api/login",
+        &[json_type],
+        Body::from(right),
+    )
+    .await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert!(headers.contains_key("retry-after"));
+}
+
+#[tokio::test]
+async fn the_ui_is_served_with_its_policy() {
+    let app = router(state());
+    let (status, _, headers) = send_to_raw(&app, "/").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(headers["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/html"));
+    assert!(!headers["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .contains("unsafe-inline"));
+    let (status, _, _) = send_to_raw(&app, "/assets/app.js").await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _, _) = send_to_raw(&app, "/assets/../Cargo.toml").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+async fn send_to_raw(app: &axum::Router, path: &str) -> (StatusCode, usize, axum::http::HeaderMap) {
+    let request = Request::builder()
+        .uri(path)
+        .body(Body::empty())
+        .expect("request");
+    let response = app.clone().oneshot(request).await.expect("infallible");
+    let status = response.status();
+    let headers = response.headers().clone();
+    let bytes = to_bytes(response.into_body(), usize::MAX)
+        .await
+        .expect("body");
+    (status, bytes.len(), headers)
 }

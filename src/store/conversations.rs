@@ -86,14 +86,22 @@ pub trait Conversations {
     /// answer, returns that message's id and changes nothing. `Conflict` if the run ended
     /// otherwise (failed or cancelled) without an answer.
     fn complete_turn(&self, run_id: &str, assistant_content: &str, now: i64) -> Result<String>;
-    /// `complete_turn`, appending the run's terminal event in the same transaction.
+    /// `complete_turn`, appending the run's terminal event in the same transaction. The
+    /// caller picks the message id (from `new_message_id`) so the event can name it; when
+    /// the turn was already answered, the existing message's id is returned instead.
     fn complete_turn_with_event(
         &self,
         run_id: &str,
+        message_id: &str,
         assistant_content: &str,
         event: &NewEvent<'_>,
         now: i64,
     ) -> Result<CompletedTurn>;
+}
+
+/// A fresh id for an assistant message (`msg_` + random hex).
+pub fn new_message_id() -> Result<String> {
+    secrets::new_id("msg")
 }
 
 impl Conversations for Store {
@@ -184,15 +192,13 @@ impl Conversations for Store {
     fn complete_turn_with_event(
         &self,
         run_id: &str,
+        message_id: &str,
         assistant_content: &str,
         event: &NewEvent<'_>,
         now: i64,
     ) -> Result<CompletedTurn> {
         event.validate()?;
-        let message_id = secrets::new_id("msg")?;
-        self.write(|t| {
-            complete_turn_in(t, run_id, &message_id, assistant_content, Some(event), now)
-        })
+        self.write(|t| complete_turn_in(t, run_id, message_id, assistant_content, Some(event), now))
     }
 }
 
@@ -487,12 +493,12 @@ mod tests {
             data: r#"{"ok":true}"#,
         };
         let first = store
-            .complete_turn_with_event(&turn.run_id, "answer", &done, 3)
+            .complete_turn_with_event(&turn.run_id, "msg_a", "answer", &done, 3)
             .unwrap();
         assert_eq!(first.event_seq, Some(1));
         // A resumed worker finishing the same turn again gets the same message back.
         let again = store
-            .complete_turn_with_event(&turn.run_id, "answer 2", &done, 4)
+            .complete_turn_with_event(&turn.run_id, "msg_b", "answer 2", &done, 4)
             .unwrap();
         assert_eq!(
             again,

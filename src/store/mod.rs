@@ -10,6 +10,7 @@ mod accounts;
 mod audit;
 mod conversations;
 mod kb_catalog;
+mod maintenance;
 mod migrations;
 mod passwords;
 mod runs;
@@ -28,11 +29,12 @@ pub use accounts::{
 };
 pub use audit::{Audit, AuditEntry, AuditOutcome, AuditRow, MAX_AUDIT_ROWS_PER_READ, SYSTEM_ACTOR};
 pub use conversations::{
-    CompletedTurn, Conversation, Conversations, Message, MessageRole, NewTurn,
+    new_message_id, CompletedTurn, Conversation, Conversations, Message, MessageRole, NewTurn,
 };
 pub use kb_catalog::{
     CatalogChunk, CatalogDocument, ChunkRecord, DocumentChange, KbCatalog, KnowledgeBaseRecord,
 };
+pub use maintenance::HealthCounts;
 pub use passwords::{MAX_PASSWORD_CHARS, MAX_USER_NAME_CHARS, MIN_PASSWORD_CHARS};
 pub use runs::{Event, NewEvent, Run, RunStatus, Runs, MAX_EVENTS_PER_READ};
 pub use secrets::{secret_hash, secret_matches_hash};

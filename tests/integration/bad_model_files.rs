@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::util::{chat_model_path, post_json, run, stderr, write_file, Server};
+use crate::util::{chat_model_path, run, stderr, write_file, Server};
 
 /// Asserts that `warden ask` on `model` fails cleanly, naming the file and `expected`.
 fn rejected(model: &Path, expected: &str) {
@@ -121,13 +121,13 @@ fn server_with_a_bad_chat_model_keeps_serving_embeddings() {
             .contains("bad.gguf"),
         "{health}"
     );
-    let (status, body) = post_json(
-        &server.url("/v1/embeddings"),
+    let (status, body) = server.post_json(
+        "/v1/embeddings",
         &serde_json::json!({"model": "all-minilm-l6-v2", "input": "still here"}),
     );
     assert_eq!(status, 200, "{body}");
-    let (status, body) = post_json(
-        &server.url("/v1/chat/completions"),
+    let (status, body) = server.post_json(
+        "/v1/chat/completions",
         &serde_json::json!({"model": "bad", "messages": [{"role": "user", "content": "hi"}]}),
     );
     assert_eq!(status, 404, "{body}");

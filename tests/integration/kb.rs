@@ -282,18 +282,20 @@ fn http_admin_api_adds_syncs_with_progress_and_searches() {
     write_file(folder.path(), "db.md", DEADLOCK_MD.as_bytes());
     let server = Server::start(&["--sample-kb", "/nonexistent"]);
     let body = serde_json::json!({"name": "ops", "path": folder.path()});
-    let created = ureq::post(&server.url("/api/kb"))
+    let created = server
+        .post("/api/kb")
         .send_json(body.clone())
         .expect("create kb");
     assert_eq!(created.status(), 201);
-    match ureq::post(&server.url("/api/kb")).send_json(body) {
+    match server.post("/api/kb").send_json(body) {
         Err(ureq::Error::Status(409, _)) => {}
         other => panic!(
             "duplicate name: expected 409, got {:?}",
             other.map(|r| r.status())
         ),
     }
-    let stream = ureq::post(&server.url("/api/kb/ops/sync"))
+    let stream = server
+        .post("/api/kb/ops/sync")
         .call()
         .expect("sync")
         .into_string()
@@ -303,7 +305,8 @@ fn http_admin_api_adds_syncs_with_progress_and_searches() {
         stream.contains("event: completed") && stream.contains("\"added\":1"),
         "{stream}"
     );
-    let found: Value = ureq::get(&server.url("/api/kb/search"))
+    let found: Value = server
+        .get("/api/kb/search")
         .query("q", "deadlock")
         .query("kb", "ops")
         .call()
@@ -311,7 +314,8 @@ fn http_admin_api_adds_syncs_with_progress_and_searches() {
         .into_json()
         .expect("json");
     assert_eq!(found["hits"][0]["citation"]["path"], "db.md", "{found}");
-    match ureq::get(&server.url("/api/kb/search"))
+    match server
+        .get("/api/kb/search")
         .query("q", "x")
         .query("limit", "0")
         .call()
@@ -322,12 +326,13 @@ fn http_admin_api_adds_syncs_with_progress_and_searches() {
         }
         other => panic!("expected 400, got {:?}", other.map(|r| r.status())),
     }
-    match ureq::post(&server.url("/api/kb/nope/sync")).call() {
+    match server.post("/api/kb/nope/sync").call() {
         Err(ureq::Error::Status(404, _)) => {}
         other => panic!("expected 404, got {:?}", other.map(|r| r.status())),
     }
     assert_eq!(
-        ureq::delete(&server.url("/api/kb/ops"))
+        server
+            .delete("/api/kb/ops")
             .call()
             .expect("delete")
             .status(),
@@ -340,7 +345,8 @@ fn fresh_server_loads_the_sample_knowledge_base() {
     let server = Server::start(&[]);
     let started = Instant::now();
     loop {
-        let listed: Value = ureq::get(&server.url("/api/kb"))
+        let listed: Value = server
+            .get("/api/kb")
             .call()
             .expect("list")
             .into_json()
@@ -354,7 +360,8 @@ fn fresh_server_loads_the_sample_knowledge_base() {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
-    let found: Value = ureq::get(&server.url("/api/kb/search"))
+    let found: Value = server
+        .get("/api/kb/search")
         .query("q", "nginx 502 bad gateway upstream")
         .call()
         .expect("search")

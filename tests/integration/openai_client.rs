@@ -18,6 +18,7 @@ fn openai_python_client_suite_passes() {
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/e2e"])
         .current_dir(repo())
         .env("WARDEN_URL", server.url("/v1"))
+        .env("WARDEN_API_KEY", &server.token)
         .output()
         .expect("cannot run pytest");
     let report = format!(

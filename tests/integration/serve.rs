@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::util::{post_json, Server};
+use crate::util::Server;
 
 fn long_generation_body(max_tokens: u32) -> serde_json::Value {
     json!({
@@ -25,7 +25,8 @@ fn start_stream(server: &Server, max_tokens: u32) -> TcpStream {
     let mut socket = TcpStream::connect(address).expect("connect");
     write!(
         socket,
-        "POST /v1/chat/completions HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        server.token,
         body.len()
     )
     .expect("send request");
@@ -50,7 +51,7 @@ fn health_answers_fast_during_a_long_generation() {
     let mut worst = Duration::ZERO;
     for _ in 0..10 {
         let started = Instant::now();
-        let response = ureq::get(&server.url("/healthz")).call().expect("healthz");
+        let response = server.get("/healthz").call().expect("healthz");
         assert_eq!(response.status(), 200);
         worst = worst.max(started.elapsed());
         std::thread::sleep(Duration::from_millis(100));
@@ -69,11 +70,12 @@ fn a_full_queue_answers_503_with_retry_after() {
     let address = server.base.trim_start_matches("http://").to_string();
     let body = long_generation_body(400).to_string();
     let mut queued = TcpStream::connect(&address).expect("connect");
-    write!(queued, "POST /v1/chat/completions HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len())
+    write!(queued, "POST /v1/chat/completions HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", server.token, body.len())
         .expect("send");
     std::thread::sleep(Duration::from_millis(500));
-    let refused =
-        ureq::post(&server.url("/v1/chat/completions")).send_json(long_generation_body(4));
+    let refused = server
+        .post("/v1/chat/completions")
+        .send_json(long_generation_body(4));
     match refused {
         Err(ureq::Error::Status(503, response)) => {
             assert!(
@@ -95,8 +97,8 @@ fn a_disconnected_client_frees_the_model() {
     // If the abandoned generation kept running, this short request would wait for 2000
     // tokens (over a minute); cancelled, it finishes in seconds.
     let started = Instant::now();
-    let (status, body) = post_json(
-        &server.url("/v1/chat/completions"),
+    let (status, body) = server.post_json(
+        "/v1/chat/completions",
         &json!({"model": "smollm2-135m-instruct", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}),
     );
     assert_eq!(status, 200, "{body}");

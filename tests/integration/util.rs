@@ -60,24 +60,40 @@ pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+/// The administrator every test server starts with, and their password.
+pub const ADMIN: &str = "admin";
+pub const ADMIN_PASSWORD: &str = "admin-password-1";
+
 /// A `warden serve` child process on a free loopback port; killed on drop.
 pub struct Server {
     child: Child,
     pub base: String,
-    _data: tempfile::TempDir,
+    /// An API token of `ADMIN`.
+    pub token: String,
+    data: PathBuf,
+    _owned_data: Option<tempfile::TempDir>,
 }
 
 impl Server {
-    /// Starts a server on the default models plus `extra` flags and waits until it is up.
+    /// Starts a server on the default models plus `extra` flags, in a fresh data folder
+    /// holding the user `ADMIN`, and waits until it is up.
     pub fn start(extra: &[&str]) -> Server {
         let data = tempfile::tempdir().expect("temp dir");
-        let port = free_port();
+        add_user(data.path(), ADMIN, "admin", ADMIN_PASSWORD);
+        let token = create_token(data.path(), ADMIN);
+        let mut server = Server::start_in(data.path(), &token, free_port(), extra);
+        server._owned_data = Some(data);
+        server
+    }
+
+    /// Starts a server on an existing data folder (which the caller keeps) and `port`.
+    pub fn start_in(data: &Path, token: &str, port: u16, extra: &[&str]) -> Server {
         let addr = format!("127.0.0.1:{port}");
         let models = models_dir();
         let mut command = warden();
         command
             .args(["serve", "--addr", &addr, "--data"])
-            .arg(data.path())
+            .arg(data)
             .arg("--models")
             .arg(&models)
             .args(extra)
@@ -88,10 +104,48 @@ impl Server {
         let mut server = Server {
             child,
             base: format!("http://{addr}"),
-            _data: data,
+            token: token.to_owned(),
+            data: data.to_path_buf(),
+            _owned_data: None,
         };
         server.wait_until_up();
         server
+    }
+
+    pub fn data(&self) -> &Path {
+        &self.data
+    }
+
+    /// Kills the server at once (SIGKILL: no shutdown, no flush).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// A GET carrying the admin's token.
+    pub fn get(&self, path: &str) -> ureq::Request {
+        self.authorized(ureq::get(&self.url(path)), &self.token)
+    }
+
+    /// A POST carrying the admin's token.
+    pub fn post(&self, path: &str) -> ureq::Request {
+        self.authorized(ureq::post(&self.url(path)), &self.token)
+    }
+
+    /// A DELETE carrying the admin's token.
+    pub fn delete(&self, path: &str) -> ureq::Request {
+        self.authorized(ureq::delete(&self.url(path)), &self.token)
+    }
+
+    /// A JSON POST with the admin's token that returns (status, body) for any status.
+    pub fn post_json(&self, path: &str, body: &serde_json::Value) -> (u16, serde_json::Value) {
+        into_status_and_json(self.post(path).send_json(body.clone()))
+    }
+
+    fn authorized(&self, request: ureq::Request, token: &str) -> ureq::Request {
+        request
+            .timeout(Duration::from_secs(300))
+            .set("Authorization", &format!("Bearer {token}"))
     }
 
     fn wait_until_up(&mut self) {
@@ -128,20 +182,64 @@ impl Drop for Server {
     }
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
     listener.local_addr().expect("local address").port()
 }
 
-/// A JSON POST that returns (status, body) for any status.
-pub fn post_json(url: &str, body: &serde_json::Value) -> (u16, serde_json::Value) {
-    let result = ureq::post(url)
-        .timeout(Duration::from_secs(300))
-        .send_json(body.clone());
+/// Adds a user with the CLI (`warden user add … --password-stdin`).
+pub fn add_user(data: &Path, name: &str, role: &str, password: &str) {
+    use std::io::Write;
+    let mut child = warden()
+        .args([
+            "user",
+            "add",
+            name,
+            "--role",
+            role,
+            "--password-stdin",
+            "--data",
+        ])
+        .arg(data)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot run warden user add");
+    if let Some(mut stdin) = child.stdin.take() {
+        writeln!(stdin, "{password}").expect("write the password");
+    }
+    let output = child.wait_with_output().expect("warden user add");
+    assert!(
+        output.status.success(),
+        "user add failed: {}",
+        stderr(&output)
+    );
+}
+
+/// Creates an API token with the CLI and returns its secret.
+pub fn create_token(data: &Path, user: &str) -> String {
+    let output = warden()
+        .args(["token", "create", "--user", user, "--data"])
+        .arg(data)
+        .output()
+        .expect("cannot run warden token create");
+    assert!(
+        output.status.success(),
+        "token create failed: {}",
+        stderr(&output)
+    );
+    stdout(&output).trim().to_owned()
+}
+
+/// The status and JSON body of a response, whatever its status.
+pub fn into_status_and_json(
+    result: Result<ureq::Response, ureq::Error>,
+) -> (u16, serde_json::Value) {
     let response = match result {
         Ok(response) => response,
         Err(ureq::Error::Status(_, response)) => response,
-        Err(err) => panic!("POST {url} failed: {err}"),
+        Err(err) => panic!("request failed: {err}"),
     };
     let status = response.status();
     let text = response.into_string().unwrap_or_default();

@@ -1,0 +1,279 @@
+//! Authentication and authorization for every route except login, health and the UI's
+//! static files: a browser session cookie or `Authorization: Bearer <API token>` becomes a
+//! `Caller`; state-changing requests are refused when they come from another site
+//! (`Origin`, `Sec-Fetch-Site`) and, for cookie sessions, when their `X-CSRF-Token` does not
+//! match the session's. Roles map to permissions here and nowhere else.
+
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::header::{AUTHORIZATION, COOKIE, HOST, ORIGIN};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, Method};
+use axum::middleware::Next;
+use axum::response::Response;
+
+use super::error::ApiError;
+use super::{blocking, AppState};
+use crate::runs::now_secs;
+use crate::store::{secret_matches_hash, Accounts, Role, User};
+
+/// The HttpOnly cookie holding the session id.
+pub const SESSION_COOKIE: &str = "warden_session";
+/// The cookie the page reads and echoes in `X-CSRF-Token`.
+pub const CSRF_COOKIE: &str = "warden_csrf";
+/// The header carrying the CSRF token.
+pub const CSRF_HEADER: &str = "x-csrf-token";
+
+/// Who is calling, and how they proved it.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub user: User,
+    pub via: Credential,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credential {
+    /// A browser session; holds the SHA-256 of its CSRF token.
+    Session {
+        csrf_hash: String,
+    },
+    ApiToken,
+}
+
+/// What a role may do. Owner scoping (a user sees only their own conversations and runs)
+/// is separate and applies to every role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Permission {
+    /// Chat, OpenAI-compatible inference, own conversations and runs.
+    Chat,
+    /// List and search knowledge bases.
+    ReadKnowledge,
+    /// Re-sync a knowledge base from its folder.
+    SyncKnowledge,
+    /// Add and remove knowledge bases.
+    ManageKnowledge,
+    /// Read the audit log.
+    ReadAudit,
+}
+
+impl Permission {
+    pub fn allowed_for(self, role: Role) -> bool {
+        match self {
+            Permission::Chat | Permission::ReadKnowledge => true,
+            Permission::SyncKnowledge => matches!(role, Role::Admin | Role::Operator),
+            Permission::ManageKnowledge | Permission::ReadAudit => role == Role::Admin,
+        }
+    }
+}
+
+impl Caller {
+    /// `Forbidden` unless the caller's role has `permission`.
+    pub fn require(&self, permission: Permission) -> Result<(), ApiError> {
+        if permission.allowed_for(self.user.role) {
+            Ok(())
+        } else {
+            Err(ApiError::Forbidden(format!(
+                "the {} role may not do this",
+                self.user.role
+            )))
+        }
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        parts
+            .extensions
+            .get::<Caller>()
+            .cloned()
+            .ok_or(ApiError::Unauthorized)
+    }
+}
+
+/// Middleware for protected routes: refuses cross-site writes, authenticates, checks the
+/// CSRF token of cookie sessions, and hands the `Caller` to the handler.
+pub async fn require_caller(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let writes = !is_safe(request.method());
+    if writes {
+        refuse_cross_site(request.headers())?;
+    }
+    let caller = authenticate(&state, request.headers()).await?;
+    if writes {
+        if let Credential::Session { csrf_hash } = &caller.via {
+            let presented = header_str(request.headers(), CSRF_HEADER).unwrap_or("");
+            if presented.is_empty() || !secret_matches_hash(csrf_hash, presented) {
+                return Err(ApiError::Forbidden(
+                    "missing or wrong X-CSRF-Token header".to_owned(),
+                ));
+            }
+        }
+    }
+    request.extensions_mut().insert(caller);
+    Ok(next.run(request).await)
+}
+
+/// The caller behind the request's bearer token or session cookie; `Unauthorized` if
+/// neither is valid. A bearer header, when present, is the only credential looked at.
+pub async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Caller, ApiError> {
+    let store = state.store.clone();
+    if let Some(value) = header_str(headers, AUTHORIZATION.as_str()) {
+        let secret = value
+            .strip_prefix("Bearer ")
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .ok_or(ApiError::Unauthorized)?
+            .to_owned();
+        let user = blocking(move || Ok(store.user_by_token(&secret)?)).await?;
+        return user
+            .map(|user| Caller {
+                user,
+                via: Credential::ApiToken,
+            })
+            .ok_or(ApiError::Unauthorized);
+    }
+    let session_id = cookie(headers, SESSION_COOKIE).ok_or(ApiError::Unauthorized)?;
+    let found = blocking(move || Ok(store.session_user(&session_id, now_secs())?)).await?;
+    let (user, csrf_hash) = found.ok_or(ApiError::Unauthorized)?;
+    Ok(Caller {
+        user,
+        via: Credential::Session { csrf_hash },
+    })
+}
+
+/// `Forbidden` for a request another site made the browser send: `Sec-Fetch-Site` other
+/// than same-origin/none, or an `Origin` whose host is not the one addressed.
+pub fn refuse_cross_site(headers: &HeaderMap) -> Result<(), ApiError> {
+    if let Some(site) = header_str(headers, "sec-fetch-site") {
+        if !matches!(site, "same-origin" | "none") {
+            return Err(cross_site());
+        }
+    }
+    if let Some(origin) = header_str(headers, ORIGIN.as_str()) {
+        let origin_host = origin
+            .strip_prefix("http://")
+            .or_else(|| origin.strip_prefix("https://"))
+            .ok_or_else(cross_site)?;
+        let host = header_str(headers, HOST.as_str()).ok_or_else(cross_site)?;
+        if !origin_host.eq_ignore_ascii_case(host) {
+            return Err(cross_site());
+        }
+    }
+    Ok(())
+}
+
+fn cross_site() -> ApiError {
+    ApiError::Forbidden("cross-site request refused".to_owned())
+}
+
+fn is_safe(method: &Method) -> bool {
+    matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// The value of cookie `name`, from any `Cookie` header.
+pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|line| line.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(key, _)| *key == name)
+        .map(|(_, value)| value.trim().to_owned())
+        .filter(|value| !value.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, HeaderValue::from_static(value));
+        }
+        map
+    }
+
+    #[test]
+    fn cross_site_writes_are_refused() {
+        let same = headers(&[
+            ("host", "127.0.0.1:8080"),
+            ("origin", "http://127.0.0.1:8080"),
+        ]);
+        assert!(refuse_cross_site(&same).is_ok());
+        assert!(refuse_cross_site(&headers(&[("host", "a")])).is_ok());
+        for bad in [
+            headers(&[
+                ("host", "127.0.0.1:8080"),
+                ("origin", "http://evil.example"),
+            ]),
+            headers(&[("host", "127.0.0.1:8080"), ("origin", "null")]),
+            headers(&[("host", "127.0.0.1:8080"), ("sec-fetch-site", "cross-site")]),
+            headers(&[("host", "127.0.0.1:8080"), ("sec-fetch-site", "same-site")]),
+            headers(&[("origin", "http://127.0.0.1:8080")]),
+        ] {
+            assert!(
+                matches!(refuse_cross_site(&bad), Err(ApiError::Forbidden(_))),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn cookies_are_found_among_others() {
+        let map = headers(&[
+            ("cookie", "a=1; warden_session=abc ; b=2"),
+            ("cookie", "c=3"),
+        ]);
+        assert_eq!(cookie(&map, SESSION_COOKIE).as_deref(), Some("abc"));
+        assert_eq!(cookie(&map, "c").as_deref(), Some("3"));
+        assert_eq!(cookie(&map, CSRF_COOKIE), None);
+        assert_eq!(
+            cookie(&headers(&[("cookie", "warden_session=")]), SESSION_COOKIE),
+            None
+        );
+    }
+
+    #[test]
+    fn roles_map_to_permissions() {
+        use Permission::*;
+        let allowed = |role| {
+            [
+                Chat,
+                ReadKnowledge,
+                SyncKnowledge,
+                ManageKnowledge,
+                ReadAudit,
+            ]
+            .into_iter()
+            .filter(|p| p.allowed_for(role))
+            .collect::<Vec<_>>()
+        };
+        assert_eq!(allowed(Role::Viewer), [Chat, ReadKnowledge]);
+        assert_eq!(
+            allowed(Role::Operator),
+            [Chat, ReadKnowledge, SyncKnowledge]
+        );
+        assert_eq!(
+            allowed(Role::Admin),
+            [
+                Chat,
+                ReadKnowledge,
+                SyncKnowledge,
+                ManageKnowledge,
+                ReadAudit
+            ]
+        );
+    }
+}

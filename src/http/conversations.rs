@@ -1,0 +1,158 @@
+//! Conversation routes, all owner-scoped (another user's conversation answers 404 exactly
+//! like one that does not exist): create, list, read with messages, and post a message,
+//! which persists the message with a queued run in one transaction before any work starts.
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::auth::{Caller, Permission};
+use super::error::ApiError;
+use super::json::ApiJson;
+use super::session::audit;
+use super::{blocking, AppState};
+use crate::runs::now_secs;
+use crate::store::{AuditOutcome, Conversation, Conversations, Message};
+
+/// Longest conversation title, in characters.
+pub const MAX_TITLE_CHARS: usize = 200;
+/// Longest message, in characters.
+pub const MAX_MESSAGE_CHARS: usize = 32_000;
+/// The title of a conversation created without one.
+const DEFAULT_TITLE: &str = "New chat";
+
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/conversations", get(list).post(create))
+        .route("/api/conversations/{id}", get(read))
+        .route("/api/conversations/{id}/messages", post(post_message))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct CreateRequest {
+    title: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MessageRequest {
+    content: String,
+}
+
+async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    caller.require(Permission::Chat)?;
+    // The body is optional: no body (or `{}`) creates an untitled conversation.
+    let request: CreateRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        CreateRequest::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| ApiError::BadJson(e.to_string()))?
+    };
+    let title = match request.title.as_deref().map(str::trim) {
+        None | Some("") => DEFAULT_TITLE.to_owned(),
+        Some(title) if title.chars().count() > MAX_TITLE_CHARS => {
+            return Err(ApiError::invalid(
+                "title",
+                format!("title is longer than {MAX_TITLE_CHARS} characters"),
+            ))
+        }
+        Some(title) => title.to_owned(),
+    };
+    let store = state.store.clone();
+    let owner = caller.user.id;
+    let conversation =
+        blocking(move || Ok(store.create_conversation(owner, &title, now_secs())?)).await?;
+    Ok((StatusCode::CREATED, Json(conversation_json(&conversation))).into_response())
+}
+
+async fn list(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
+    caller.require(Permission::Chat)?;
+    let store = state.store.clone();
+    let owner = caller.user.id;
+    let conversations = blocking(move || Ok(store.conversations(owner)?)).await?;
+    let items: Vec<_> = conversations.iter().map(conversation_json).collect();
+    Ok(Json(json!({ "conversations": items })).into_response())
+}
+
+async fn read(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    caller.require(Permission::Chat)?;
+    let store = state.store.clone();
+    let owner = caller.user.id;
+    let (conversation, messages) = blocking(move || Ok(store.conversation(owner, &id)?)).await?;
+    let mut body = conversation_json(&conversation);
+    body["messages"] = messages.iter().map(message_json).collect();
+    Ok(Json(body).into_response())
+}
+
+async fn post_message(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(request): ApiJson<MessageRequest>,
+) -> Result<Response, ApiError> {
+    caller.require(Permission::Chat)?;
+    let content = request.content;
+    if content.trim().is_empty() {
+        return Err(ApiError::invalid("content", "the message is empty"));
+    }
+    if content.chars().count() > MAX_MESSAGE_CHARS {
+        return Err(ApiError::invalid(
+            "content",
+            format!("the message is longer than {MAX_MESSAGE_CHARS} characters"),
+        ));
+    }
+    if !state.runs.can_answer() {
+        return Err(ApiError::Unavailable(
+            "no chat model is loaded; see /healthz".to_owned(),
+        ));
+    }
+    let store = state.store.clone();
+    let owner = caller.user.id;
+    let turn =
+        blocking(move || Ok(store.add_user_message_with_run(owner, &id, &content, now_secs())?))
+            .await?;
+    state.runs.wake_workers();
+    audit(
+        &state,
+        &caller.user.name,
+        "run.start",
+        Some(&turn.run_id),
+        AuditOutcome::Success,
+    )
+    .await;
+    let body = json!({ "run_id": turn.run_id, "message_id": turn.message_id, "turn": turn.turn });
+    Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+}
+
+fn conversation_json(conversation: &Conversation) -> serde_json::Value {
+    json!({
+        "id": conversation.id,
+        "title": conversation.title,
+        "created_at": conversation.created_at,
+        "updated_at": conversation.updated_at,
+    })
+}
+
+fn message_json(message: &Message) -> serde_json::Value {
+    json!({
+        "id": message.id,
+        "turn": message.turn,
+        "role": message.role,
+        "content": message.content,
+        "run_id": message.run_id,
+        "created_at": message.created_at,
+    })
+}

@@ -1,0 +1,247 @@
+//! Browser sign-in: `POST /api/login` (rate-limited), `POST /api/logout`, `GET /api/me`,
+//! and `POST /api/bootstrap` (the one-time link that creates the first administrator).
+//! A login always creates a fresh session (ids are never reused or fixed by the client)
+//! and ends the one the browser presented; cookies are HttpOnly (session) and
+//! SameSite=Strict (both).
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use axum::extract::{ConnectInfo, State};
+use axum::http::header::SET_COOKIE;
+use axum::http::{Extensions, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::auth::{self, Caller, CSRF_COOKIE, SESSION_COOKIE};
+use super::error::ApiError;
+use super::json::ApiJson;
+use super::{blocking, AppState};
+use crate::runs::now_secs;
+use crate::store::{Accounts, Audit, AuditEntry, AuditOutcome, NewSession, User};
+
+/// Routes reachable without a session.
+pub(super) fn public_routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/login", post(login))
+        .route("/api/bootstrap", post(bootstrap))
+}
+
+/// Routes that need a caller.
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/me", get(me))
+        .route("/api/logout", post(logout))
+}
+
+/// How long browser sessions live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionConfig {
+    pub idle_secs: i64,
+    pub absolute_secs: i64,
+    /// Add `Secure` to cookies (when Warden is reached over HTTPS through a proxy).
+    pub secure_cookies: bool,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        Self {
+            idle_secs: 30 * 60,
+            absolute_secs: 12 * 60 * 60,
+            secure_cookies: false,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LoginRequest {
+    name: String,
+    password: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BootstrapRequest {
+    token: String,
+    name: String,
+    password: String,
+}
+
+async fn me(caller: Caller) -> Json<serde_json::Value> {
+    Json(json!({ "user": public_user(&caller.user) }))
+}
+
+async fn login(
+    State(state): State<AppState>,
+    extensions: Extensions,
+    headers: HeaderMap,
+    ApiJson(request): ApiJson<LoginRequest>,
+) -> Result<Response, ApiError> {
+    auth::refuse_cross_site(&headers)?;
+    let user_key = format!("user:{}", request.name.to_lowercase());
+    let mut keys = vec![user_key.clone()];
+    if let Some(ConnectInfo(address)) = extensions.get::<ConnectInfo<SocketAddr>>() {
+        keys.push(format!("ip:{}", address.ip()));
+    }
+    if let Err(retry_after_secs) = state.login_limiter.check(&keys, Instant::now()) {
+        return Err(ApiError::TooManyRequests { retry_after_secs });
+    }
+    let store = state.store.clone();
+    let name = request.name.clone();
+    let user = blocking(move || Ok(store.verify_password(&name, &request.password)?)).await?;
+    let Some(user) = user else {
+        state.login_limiter.failed(&keys, Instant::now());
+        audit(
+            &state,
+            &request.name,
+            "auth.login",
+            None,
+            AuditOutcome::Denied,
+        )
+        .await;
+        return Err(ApiError::InvalidCredentials);
+    };
+    state.login_limiter.succeeded(&user_key);
+    audit(
+        &state,
+        &user.name,
+        "auth.login",
+        None,
+        AuditOutcome::Success,
+    )
+    .await;
+    start_session(&state, &headers, user).await
+}
+
+async fn bootstrap(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ApiJson(request): ApiJson<BootstrapRequest>,
+) -> Result<Response, ApiError> {
+    auth::refuse_cross_site(&headers)?;
+    let store = state.store.clone();
+    let BootstrapRequest {
+        token,
+        name,
+        password,
+    } = request;
+    let user =
+        blocking(move || Ok(store.consume_bootstrap(&token, &name, &password, now_secs())?))
+            .await?;
+    audit(
+        &state,
+        &user.name,
+        "user.bootstrap",
+        Some(&user.name),
+        AuditOutcome::Success,
+    )
+    .await;
+    start_session(&state, &headers, user).await
+}
+
+async fn logout(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    if let Some(session_id) = auth::cookie(&headers, SESSION_COOKIE) {
+        let store = state.store.clone();
+        blocking(move || Ok(store.delete_session(&session_id)?)).await?;
+    }
+    audit(
+        &state,
+        &caller.user.name,
+        "auth.logout",
+        None,
+        AuditOutcome::Success,
+    )
+    .await;
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    set_cookies(&mut response, &state, None);
+    Ok(response)
+}
+
+/// Ends the session the browser presented (if any), creates a fresh one, sets cookies.
+async fn start_session(
+    state: &AppState,
+    headers: &HeaderMap,
+    user: User,
+) -> Result<Response, ApiError> {
+    let previous = auth::cookie(headers, SESSION_COOKIE);
+    let store = state.store.clone();
+    let config = state.sessions;
+    let user_id = user.id;
+    let session = blocking(move || {
+        if let Some(previous) = previous {
+            store.delete_session(&previous)?;
+        }
+        Ok(store.create_session(user_id, now_secs(), config.idle_secs, config.absolute_secs)?)
+    })
+    .await?;
+    let mut response = Json(json!({ "user": public_user(&user) })).into_response();
+    set_cookies(&mut response, state, Some(&session));
+    Ok(response)
+}
+
+/// Sets (or, with `None`, clears) the session and CSRF cookies.
+fn set_cookies(response: &mut Response, state: &AppState, session: Option<&NewSession>) {
+    let secure = if state.sessions.secure_cookies {
+        "; Secure"
+    } else {
+        ""
+    };
+    let (session_value, csrf_value, max_age) = match session {
+        Some(s) => (
+            s.id.as_str(),
+            s.csrf_token.as_str(),
+            (s.expires_at - now_secs()).max(0),
+        ),
+        None => ("", "", 0),
+    };
+    let cookies = [
+        format!("{SESSION_COOKIE}={session_value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}"),
+        format!("{CSRF_COOKIE}={csrf_value}; Path=/; SameSite=Strict; Max-Age={max_age}{secure}"),
+    ];
+    for cookie in cookies {
+        if let Ok(value) = HeaderValue::from_str(&cookie) {
+            response.headers_mut().append(SET_COOKIE, value);
+        }
+    }
+}
+
+/// The user as the API shows it.
+pub(super) fn public_user(user: &User) -> serde_json::Value {
+    json!({ "id": user.id, "name": user.name, "role": user.role })
+}
+
+/// Records an audit row; a failure to record is logged, never shown to the client.
+pub(super) async fn audit(
+    state: &AppState,
+    actor: &str,
+    action: &str,
+    target: Option<&str>,
+    outcome: AuditOutcome,
+) {
+    let store = state.store.clone();
+    let actor = actor.to_owned();
+    let action = action.to_owned();
+    let target = target.map(str::to_owned);
+    let recorded = blocking(move || {
+        let entry = AuditEntry {
+            actor: &actor,
+            action: &action,
+            target: target.as_deref(),
+            outcome,
+            detail: None,
+        };
+        Ok(store.record(&entry, now_secs())?)
+    })
+    .await;
+    if let Err(err) = recorded {
+        tracing::error!("cannot write an audit row: {err:?}");
+    }
+}
