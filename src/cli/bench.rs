@@ -1,4 +1,4 @@
-//! `warden bench inference|embed --json`: throughput figures of the loaded models, one JSON
+//! `warden bench inference|embed|serve --json`: throughput figures of the loaded models, one JSON
 //! object per run. The same prompt file feeds `tests/bench/compare.py`'s llama.cpp run.
 
 use std::path::PathBuf;
@@ -30,6 +30,8 @@ pub enum BenchCommand {
         #[command(flatten)]
         models: ModelFlags,
     },
+    /// Concurrent conversations against a server started for the run: runs/s, TTFT, RSS.
+    Serve(super::bench_serve::ServeBenchArgs),
     /// Sentences per second of the embedding model.
     Embed {
         #[arg(long)]
@@ -52,6 +54,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
         BenchCommand::Embed {
             sentences, models, ..
         } => embed(sentences, &models)?,
+        BenchCommand::Serve(args) => return super::bench_serve::run(args),
     };
     println!("{report}");
     Ok(ExitCode::SUCCESS)

@@ -5,6 +5,7 @@
 mod accounts;
 mod ask;
 mod bench;
+mod bench_serve;
 mod eval;
 mod kb;
 mod maintenance;

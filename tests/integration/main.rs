@@ -3,8 +3,11 @@
 
 mod util;
 
+mod authorization;
 mod bad_model_files;
 mod cli;
 mod kb;
 mod openai_client;
+mod runs;
 mod serve;
+mod sse;

@@ -1,0 +1,305 @@
+//! `warden bench serve --concurrency N --json`: starts a server (this binary) on a fresh
+//! data folder, drives N concurrent conversations through the public HTTP API (post a
+//! message, follow its run's SSE stream to the end), and reports completed runs per second,
+//! time to first token p50/p95, `/healthz` latency under that load, and the server's RSS.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde_json::{json, Value};
+
+use crate::store::{Accounts, Role};
+
+/// How long the server may take to load its models.
+const START_TIMEOUT: Duration = Duration::from_secs(180);
+/// How often `/healthz` is probed and RSS sampled during the run.
+const PROBE_INTERVAL: Duration = Duration::from_millis(250);
+
+#[derive(Debug, clap::Args)]
+pub struct ServeBenchArgs {
+    /// Concurrent conversations.
+    #[arg(long, default_value_t = 4)]
+    concurrency: usize,
+    /// Messages each conversation sends, one after the other.
+    #[arg(long, default_value_t = 2)]
+    messages: usize,
+    /// Most tokens per answer (the server's `--max-answer-tokens`).
+    #[arg(long, default_value_t = 64)]
+    max_answer_tokens: u32,
+    /// Print JSON (the only output format; kept for clarity in scripts).
+    #[arg(long)]
+    json: bool,
+    /// Models folder for the server.
+    #[arg(long, env = "WARDEN_MODELS", default_value = "models")]
+    models: PathBuf,
+}
+
+/// One finished run as the client saw it.
+struct Sample {
+    ttft: Option<Duration>,
+    total: Duration,
+    completed: bool,
+}
+
+pub fn run(args: ServeBenchArgs) -> anyhow::Result<ExitCode> {
+    if args.concurrency == 0 || args.messages == 0 {
+        anyhow::bail!("--concurrency and --messages must be at least 1");
+    }
+    let data = tempfile::tempdir().context("cannot create a temporary data folder")?;
+    let token = prepare_account(data.path())?;
+    let mut server = BenchServer::start(data.path(), &args)?;
+    let result = drive(&server, &token, &args);
+    server.stop();
+    let report = result?;
+    println!("{report}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn prepare_account(data: &Path) -> anyhow::Result<String> {
+    let store = crate::knowledge::open_store(data)?;
+    store.create_user(
+        "bench",
+        Role::Operator,
+        "bench-password-1",
+        crate::runs::now_secs(),
+    )?;
+    Ok(store
+        .create_token("bench", "bench", crate::runs::now_secs())?
+        .secret)
+}
+
+struct BenchServer {
+    child: Child,
+    base: String,
+}
+
+impl BenchServer {
+    fn start(data: &Path, args: &ServeBenchArgs) -> anyhow::Result<Self> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let child = Command::new(std::env::current_exe()?)
+            .args([
+                "serve",
+                "--addr",
+                &addr,
+                "--sample-kb",
+                "/nonexistent",
+                "--data",
+            ])
+            .arg(data)
+            .arg("--models")
+            .arg(&args.models)
+            .args(["--max-answer-tokens", &args.max_answer_tokens.to_string()])
+            .args(["--run-workers", &args.concurrency.clamp(1, 4).to_string()])
+            .env("WARDEN_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("cannot start the server")?;
+        let server = Self {
+            child,
+            base: format!("http://{addr}"),
+        };
+        let started = Instant::now();
+        while ureq::get(&server.url("/healthz")).call().is_err() {
+            anyhow::ensure!(
+                started.elapsed() < START_TIMEOUT,
+                "the server did not start"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Ok(server)
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    fn rss_mib(&self) -> Option<f64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+        let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib / 1024.0)
+    }
+
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn drive(server: &BenchServer, token: &str, args: &ServeBenchArgs) -> anyhow::Result<Value> {
+    let auth = format!("Bearer {token}");
+    let rss_idle = server.rss_mib();
+    let done = AtomicBool::new(false);
+    let health: Mutex<Vec<Duration>> = Mutex::new(Vec::new());
+    let rss_peak: Mutex<f64> = Mutex::new(rss_idle.unwrap_or(0.0));
+    let samples: Mutex<Vec<Sample>> = Mutex::new(Vec::new());
+    let errors: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                let asked = Instant::now();
+                if ureq::get(&server.url("/healthz")).call().is_ok() {
+                    lock(&health).push(asked.elapsed());
+                }
+                if let Some(rss) = server.rss_mib() {
+                    let mut peak = lock(&rss_peak);
+                    *peak = peak.max(rss);
+                }
+                std::thread::sleep(PROBE_INTERVAL);
+            }
+        });
+        let chats: Vec<_> = (0..args.concurrency)
+            .map(|index| {
+                let (auth, samples, errors) = (&auth, &samples, &errors);
+                scope.spawn(move || {
+                    if let Err(err) = chat(server, auth, index, args.messages, samples) {
+                        lock(errors).push(format!("{err:#}"));
+                    }
+                })
+            })
+            .collect();
+        for chat in chats {
+            let _ = chat.join();
+        }
+        done.store(true, Ordering::Relaxed);
+    });
+    let wall = started.elapsed();
+    let errors = errors.into_inner().unwrap_or_default();
+    anyhow::ensure!(
+        errors.is_empty(),
+        "conversations failed: {}",
+        errors.join("; ")
+    );
+    let samples = samples.into_inner().unwrap_or_default();
+    let completed = samples.iter().filter(|s| s.completed).count();
+    let mut ttfts: Vec<f64> = samples.iter().filter_map(|s| s.ttft).map(ms).collect();
+    let mut totals: Vec<f64> = samples.iter().map(|s| ms(s.total)).collect();
+    let mut health: Vec<f64> = health
+        .into_inner()
+        .unwrap_or_default()
+        .into_iter()
+        .map(ms)
+        .collect();
+    Ok(json!({
+        "bench": "serve",
+        "concurrency": args.concurrency,
+        "messages_per_conversation": args.messages,
+        "max_answer_tokens": args.max_answer_tokens,
+        "runs": samples.len(),
+        "runs_completed": completed,
+        "wall_s": wall.as_secs_f64(),
+        "completed_runs_per_s": completed as f64 / wall.as_secs_f64(),
+        "ttft_ms_p50": percentile(&mut ttfts, 0.50),
+        "ttft_ms_p95": percentile(&mut ttfts, 0.95),
+        "run_ms_p50": percentile(&mut totals, 0.50),
+        "run_ms_p95": percentile(&mut totals, 0.95),
+        "healthz_ms_p95": percentile(&mut health, 0.95),
+        "healthz_ms_max": health.iter().cloned().fold(0.0, f64::max),
+        "rss_mib_idle": rss_idle,
+        "rss_mib_peak": *lock(&rss_peak),
+    }))
+}
+
+/// One conversation: `messages` turns, each followed to its terminal event.
+fn chat(
+    server: &BenchServer,
+    auth: &str,
+    index: usize,
+    messages: usize,
+    samples: &Mutex<Vec<Sample>>,
+) -> anyhow::Result<()> {
+    let conversation: Value = ureq::post(&server.url("/api/conversations"))
+        .set("Authorization", auth)
+        .send_json(json!({ "title": format!("bench {index}") }))?
+        .into_json()?;
+    let id = conversation["id"].as_str().context("no conversation id")?;
+    for turn in 0..messages {
+        let asked = Instant::now();
+        let posted: Value = ureq::post(&server.url(&format!("/api/conversations/{id}/messages")))
+            .set("Authorization", auth)
+            .send_json(json!({ "content": format!("Conversation {index}, question {turn}: how do I find what is filling a disk?") }))?
+            .into_json()?;
+        let run_id = posted["run_id"].as_str().context("no run id")?;
+        let stream = ureq::get(&server.url(&format!("/api/runs/{run_id}/events")))
+            .set("Authorization", auth)
+            .call()?;
+        let (ttft, terminal) = follow(BufReader::new(stream.into_reader()), asked)?;
+        lock(samples).push(Sample {
+            ttft,
+            total: asked.elapsed(),
+            completed: terminal == "run.completed",
+        });
+    }
+    Ok(())
+}
+
+/// Reads an SSE stream to its terminal event: (time to the first delta, terminal type).
+fn follow(reader: impl BufRead, asked: Instant) -> anyhow::Result<(Option<Duration>, String)> {
+    let mut ttft = None;
+    for line in reader.lines() {
+        let line = line?;
+        let Some(event) = line.strip_prefix("event: ") else {
+            continue;
+        };
+        if event == "message.delta" && ttft.is_none() {
+            ttft = Some(asked.elapsed());
+        }
+        if crate::runs::events::is_terminal(event) {
+            return Ok((ttft, event.to_owned()));
+        }
+    }
+    anyhow::bail!("the event stream ended without a terminal event")
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}
+
+/// The `q` quantile (nearest rank) of `values`; `None` when empty.
+fn percentile(values: &mut [f64], q: f64) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let rank = ((q * values.len() as f64).ceil() as usize).clamp(1, values.len());
+    Some(values[rank - 1])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_use_the_nearest_rank() {
+        let mut values = vec![5.0, 1.0, 3.0, 2.0, 4.0];
+        assert_eq!(percentile(&mut values, 0.5), Some(3.0));
+        assert_eq!(percentile(&mut values, 0.95), Some(5.0));
+        assert_eq!(percentile(&mut [], 0.5), None);
+    }
+
+    #[test]
+    fn follow_finds_the_first_delta_and_the_end() {
+        let stream = "id: 1\nevent: run.started\ndata: {}\n\n: keep-alive\n\nid: 2\nevent: message.delta\ndata: {}\n\nid: 3\nevent: run.completed\ndata: {}\n\n";
+        let (ttft, end) = follow(stream.as_bytes(), Instant::now()).unwrap();
+        assert!(ttft.is_some());
+        assert_eq!(end, "run.completed");
+        assert!(follow("event: run.started\n".as_bytes(), Instant::now()).is_err());
+    }
+}
