@@ -545,6 +545,16 @@ def test_unknown_route_is_404_json(http):
     assert_error_shape(http.get(f"{BASE_URL}/no-such-route"), 404)
 
 
+def test_requests_without_a_valid_api_token_are_401(http, chat_model):
+    body = {"model": chat_model, "messages": user("hi"), "max_tokens": 1}
+    with httpx.Client(timeout=REQUEST_TIMEOUT_S) as anonymous:
+        assert_error_shape(anonymous.post(f"{BASE_URL}/chat/completions", json=body), 401, "unauthorized")
+        assert_error_shape(anonymous.get(f"{BASE_URL}/models"), 401, "unauthorized")
+    wrong = openai.OpenAI(base_url=BASE_URL, api_key="wdn_not_a_token", max_retries=0)
+    with pytest.raises(openai.AuthenticationError):
+        wrong.models.list()
+
+
 # --- concurrency -------------------------------------------------------------------------
 
 

@@ -5,6 +5,7 @@ mod util;
 
 mod authorization;
 mod bad_model_files;
+mod browser;
 mod cli;
 mod kb;
 mod openai_client;

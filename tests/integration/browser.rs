@@ -1,0 +1,79 @@
+//! The browser UI in headless Chromium (Debian's `chromium`, driven by `playwright-core`,
+//! both installed by `tests/run`) against the real server and model: sign in, stream an
+//! answer, reload mid-stream, hostile Markdown stays inert, the run timeline, the Chinese
+//! UI. Screenshots are kept in `target/test-artifacts/browser/`. Also runs the Markdown
+//! renderer's unit tests under Node.
+
+use std::process::Command;
+
+use crate::util::{add_user, repo, Server};
+
+fn node_output_report(output: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+#[test]
+fn chat_ui_streams_survives_reload_and_renders_hostile_markdown_inert() {
+    let playwright = repo().join("tests/browser/node_modules/playwright-core");
+    assert!(
+        playwright.is_dir(),
+        "{} is missing: run tests/run (it installs the browser test dependencies)",
+        playwright.display()
+    );
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    assert!(
+        std::path::Path::new(&chromium).is_file(),
+        "{chromium} is missing: run tests/run (it installs Debian's chromium)"
+    );
+    let server = Server::start(&["--max-answer-tokens", "160", "--sample-kb", "/nonexistent"]);
+    add_user(server.data(), "browser", "operator", "browser-password-1");
+    let artifacts = repo().join("target/test-artifacts/browser");
+    let output = Command::new("node")
+        .arg("tests/browser/chat.test.mjs")
+        .current_dir(repo())
+        .env("WARDEN_URL", &server.base)
+        .env("WARDEN_USER", "browser")
+        .env("WARDEN_PASSWORD", "browser-password-1")
+        .env("WARDEN_ARTIFACTS", &artifacts)
+        .env("CHROMIUM", &chromium)
+        .output()
+        .expect("cannot run node");
+    let report = node_output_report(&output);
+    assert!(output.status.success(), "browser test failed:\n{report}");
+    assert!(
+        report.contains("# pass") && report.contains("# fail 0") && !report.contains("# skipped 1"),
+        "browser test ran nothing or skipped:\n{report}"
+    );
+}
+
+/// The UI's edge cases (bootstrap link, 401/429 messages, expired session, Stop, a failed
+/// run, dropped streams and a restart without duplicated text, dark and narrow layouts)
+/// against the in-memory mock server, where each can be triggered on demand.
+#[test]
+fn chat_ui_edge_cases_against_the_mock_server() {
+    let output = Command::new("node")
+        .arg("tests/browser/mock.test.mjs")
+        .current_dir(repo())
+        .env("WARDEN_ARTIFACTS", repo().join("target/test-artifacts/browser"))
+        .output()
+        .expect("cannot run node");
+    let report = node_output_report(&output);
+    assert!(output.status.success(), "mock UI tests failed:\n{report}");
+    assert!(report.contains("# fail 0") && !report.contains("# skipped 1"), "{report}");
+}
+
+#[test]
+fn markdown_renderer_unit_tests_pass_under_node() {
+    let output = Command::new("node")
+        .args(["--test", "web/markdown.test.mjs"])
+        .current_dir(repo())
+        .output()
+        .expect("cannot run node");
+    let report = node_output_report(&output);
+    assert!(output.status.success(), "markdown tests failed:\n{report}");
+    assert!(report.contains("# fail 0"), "{report}");
+}

@@ -1,0 +1,166 @@
+// The entry point of Warden's web UI. It owns start-up, which screen is shown (first
+// administrator, sign-in, or the signed-in shell), the top bar (user, language, sign-out),
+// and hash routing: `#/c/<id>` opens a conversation, anything else the new-chat state.
+
+import * as api from './api.js';
+import { bootstrapScreen, loginScreen } from './auth.js';
+import { createChatView } from './chat.js';
+import { h } from './dom.js';
+import { bindAttr, bindText, language, setLanguage, t } from './i18n.js';
+import { createSidebar } from './sidebar.js';
+
+const root = document.getElementById('app');
+const CONVERSATION_ROUTE = /^#\/c\/([^/?#]+)$/;
+const BOOTSTRAP_ROUTE = /^#bootstrap=([^&]+)/;
+/** Widths at or below this show the conversation list as an overlay (keep in sync with style.css). */
+const NARROW_LAYOUT = window.matchMedia('(max-width: 760px)');
+
+/** The signed-in state: {user, sidebar, chat, shell}, or null while signed out. */
+let session = null;
+
+start().catch((error) => {
+  root.replaceChildren(h('p', { className: 'fatal', text: t('error.generic', { message: String(error) }) }));
+});
+
+async function start() {
+  api.onUnauthorized(() => signOut('error.session_ended'));
+  window.addEventListener('hashchange', route);
+  const token = bootstrapToken();
+  if (token !== null) {
+    showBootstrap(token);
+    return;
+  }
+  let user;
+  try {
+    user = await api.currentUser();
+  } catch (error) {
+    showLogin(error instanceof api.ApiError && error.status === 0 ? 'error.network' : null);
+    return;
+  }
+  if (user) signIn(user);
+  else showLogin();
+}
+
+function bootstrapToken() {
+  const match = BOOTSTRAP_ROUTE.exec(window.location.hash);
+  if (!match) return null;
+  try {
+    return decodeURIComponent(match[1]);
+  } catch {
+    return match[1];
+  }
+}
+
+function clearHash() {
+  window.history.replaceState(null, '', window.location.pathname + window.location.search);
+}
+
+function showBootstrap(token) {
+  root.replaceChildren(bootstrapScreen({
+    token,
+    languageToggle: languageToggle(),
+    onSignedIn: (user) => {
+      clearHash();
+      signIn(user);
+    },
+    onGoToLogin: () => {
+      clearHash();
+      showLogin();
+    },
+  }));
+}
+
+function showLogin(noticeKey = null) {
+  root.replaceChildren(loginScreen({ onSignedIn: signIn, languageToggle: languageToggle(), notice: noticeKey }));
+}
+
+function signIn(user) {
+  endSession();
+  const sidebar = createSidebar({ onNewChat: startNewChat, onNavigate: () => setMenuOpen(false) });
+  const chat = createChatView({ onActivity: () => sidebar.refresh() });
+  const backdrop = h('div', { className: 'sidebar-backdrop', on: { click: () => setMenuOpen(false) } });
+  const shell = h('div', { className: 'shell' },
+    topBar(user),
+    h('div', { className: 'layout' }, sidebar.element, backdrop, chat.element));
+  session = { user, sidebar, chat, shell };
+  root.replaceChildren(shell);
+  sidebar.refresh();
+  route();
+}
+
+function signOut(noticeKey = null) {
+  if (session === null) return;
+  endSession();
+  showLogin(noticeKey);
+}
+
+function endSession() {
+  session?.chat.dispose();
+  session = null;
+}
+
+function route() {
+  if (session === null) return;
+  if (bootstrapToken() !== null) {
+    clearHash(); // Already signed in: the setup link has nothing left to do.
+  }
+  const match = CONVERSATION_ROUTE.exec(window.location.hash);
+  const id = match ? decodeURIComponent(match[1]) : null;
+  session.sidebar.setActive(id);
+  setMenuOpen(false);
+  if (session.chat.conversationId !== id || id === null) session.chat.show(id);
+}
+
+function startNewChat() {
+  setMenuOpen(false);
+  if (window.location.hash === '#/' && session) session.chat.show(null);
+  else window.location.hash = '#/';
+  session?.chat.focusComposer();
+}
+
+function topBar(user) {
+  const menuButton = h('button', {
+    type: 'button',
+    className: 'icon-button menu-button',
+    attrs: { 'aria-controls': 'sidebar', 'aria-expanded': 'false' },
+    on: { click: () => setMenuOpen(!document.body.classList.contains('menu-open')) },
+  }, h('span', { className: 'menu-icon', attrs: { 'aria-hidden': 'true' } }));
+  bindAttr(menuButton, 'aria-label', 'header.menu');
+  const logout = bindText(h('button', { type: 'button', className: 'button button-quiet', testid: 'logout' }), 'header.logout');
+  logout.addEventListener('click', async () => {
+    logout.disabled = true;
+    try {
+      await api.logout();
+    } catch {
+      // Signed out locally either way; the server forgets the session when it expires.
+    }
+    endSession();
+    window.history.replaceState(null, '', window.location.pathname);
+    showLogin();
+  });
+  const role = bindText(h('span', { className: `role-badge role-${user.role}`, testid: 'user-role' }), `role.${user.role}`);
+  const who = h('span', { className: 'user-chip', testid: 'user' },
+    h('span', { className: 'user-avatar', text: [...(user.name || '?')][0].toUpperCase(), attrs: { 'aria-hidden': 'true' } }),
+    h('span', { className: 'user-name', text: user.name }),
+    role);
+  return h('header', { className: 'topbar' },
+    menuButton,
+    h('a', { className: 'brand', href: '#/' },
+      h('span', { className: 'brand-mark', attrs: { 'aria-hidden': 'true' } }),
+      h('span', { className: 'brand-name', text: 'Warden' })),
+    h('div', { className: 'topbar-actions' }, who, languageToggle(), logout));
+}
+
+function setMenuOpen(open) {
+  const shouldOpen = open && NARROW_LAYOUT.matches;
+  document.body.classList.toggle('menu-open', shouldOpen);
+  document.querySelector('.menu-button')?.setAttribute('aria-expanded', String(shouldOpen));
+}
+
+function languageToggle() {
+  const button = h('button', { type: 'button', className: 'button button-quiet lang-toggle', testid: 'lang-toggle' });
+  bindText(button, 'lang.toggle');
+  bindAttr(button, 'aria-label', 'lang.toggle_label');
+  button.addEventListener('click', () => setLanguage(language() === 'en' ? 'zh' : 'en', document.body));
+  return button;
+}
