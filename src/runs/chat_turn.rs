@@ -3,12 +3,14 @@
 //! the lease alive, and ends the run — `completed` with the assistant message, `failed`
 //! with a reason, or quietly when the run was cancelled or taken over. A resumed run
 //! continues the text its earlier attempts already streamed, so followers never see a
-//! restart and the turn still gets exactly one assistant message.
+//! restart and the turn still gets exactly one assistant message. Hidden reasoning
+//! (`<think>` spans) never reaches an event or the saved answer.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::events::{self, RunEvent, RunUsage};
+use super::reasoning_filter::ReasoningFilter;
 use super::{now_ms, now_secs, EventBus, RunConfig};
 use crate::engine::{
     ChatMessage, ChatModelHandle, ChatRequest, EngineError, GenerationEvent, GenerationStream,
@@ -234,6 +236,7 @@ impl Turn<'_> {
         stream: &mut GenerationStream,
     ) -> Result<(String, GenerationSummary), Stop> {
         let interval = self.context.config.delta_interval;
+        let mut reasoning = ReasoningFilter::default();
         let mut generated = String::new();
         let mut pending = String::new();
         let mut last_flush: Option<Instant> = None;
@@ -251,10 +254,14 @@ impl Turn<'_> {
             };
             match event {
                 Some(GenerationEvent::Delta(text)) => {
-                    generated.push_str(&text);
-                    pending.push_str(&text);
+                    let visible = reasoning.push(&text);
+                    generated.push_str(&visible);
+                    pending.push_str(&visible);
                 }
                 Some(GenerationEvent::Done(summary)) => {
+                    let rest = reasoning.finish();
+                    generated.push_str(&rest);
+                    pending.push_str(&rest);
                     self.flush(&mut pending)?;
                     return Ok((generated, summary));
                 }

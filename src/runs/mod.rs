@@ -7,6 +7,7 @@
 mod bus;
 mod chat_turn;
 pub mod events;
+mod reasoning_filter;
 mod worker;
 
 use std::sync::Arc;

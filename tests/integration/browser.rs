@@ -58,12 +58,18 @@ fn chat_ui_edge_cases_against_the_mock_server() {
     let output = Command::new("node")
         .arg("tests/browser/mock.test.mjs")
         .current_dir(repo())
-        .env("WARDEN_ARTIFACTS", repo().join("target/test-artifacts/browser"))
+        .env(
+            "WARDEN_ARTIFACTS",
+            repo().join("target/test-artifacts/browser"),
+        )
         .output()
         .expect("cannot run node");
     let report = node_output_report(&output);
     assert!(output.status.success(), "mock UI tests failed:\n{report}");
-    assert!(report.contains("# fail 0") && !report.contains("# skipped 1"), "{report}");
+    assert!(
+        report.contains("# fail 0") && !report.contains("# skipped 1"),
+        "{report}"
+    );
 }
 
 #[test]

@@ -1,4 +1,5 @@
-//! The command line on the real models: `ask`, `models verify|list|tokenize`, the benches.
+//! The command line: `ask`, `models verify|list|tokenize` and the benches on the real
+//! models; `user`, `token`, `audit tail`, `doctor` and `backup` on a data folder.
 
 use crate::util::{models_dir, run, stderr, stdout};
 
@@ -150,5 +151,87 @@ fn inference_bench_reports_speeds_and_prefix_reuse() {
         report["follow_up_cached_tokens"].as_u64().unwrap_or(0)
             > report["prompt_tokens"].as_u64().unwrap_or(0),
         "{report}"
+    );
+}
+
+#[test]
+fn account_audit_doctor_and_backup_commands() {
+    let data = tempfile::tempdir().expect("temp dir");
+    let dir = data.path().to_str().expect("utf-8").to_owned();
+    crate::util::add_user(data.path(), "alice", "admin", "alice-password-1");
+    // No password on standard input: refused, nothing created.
+    let refused = run(&["user", "add", "bob", "--role", "viewer", "--data", &dir]);
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("--password-stdin"),
+        "{}",
+        stderr(&refused)
+    );
+    let listed = run(&["user", "list", "--json", "--data", &dir]);
+    let users: serde_json::Value = serde_json::from_str(&stdout(&listed)).expect("json");
+    assert_eq!(users.as_array().map(Vec::len), Some(1), "{users}");
+    assert_eq!(users[0]["role"], "admin");
+
+    let token = crate::util::create_token(data.path(), "alice");
+    assert!(token.starts_with("wdn_") && token.len() > 40, "{token}");
+    let tokens = run(&["token", "list", "--user", "alice", "--json", "--data", &dir]);
+    let tokens: serde_json::Value = serde_json::from_str(&stdout(&tokens)).expect("json");
+    let token_id = tokens[0]["id"].as_str().expect("id").to_owned();
+    assert!(
+        !tokens.to_string().contains(&token),
+        "a token secret was listed"
+    );
+    assert!(run(&["token", "revoke", &token_id, "--data", &dir])
+        .status
+        .success());
+    assert!(run(&["user", "disable", "alice", "--data", &dir])
+        .status
+        .success());
+    let unknown = run(&["user", "disable", "nobody", "--data", &dir]);
+    assert!(!unknown.status.success());
+    assert!(stderr(&unknown).contains("nobody"), "{}", stderr(&unknown));
+
+    let audit = run(&["audit", "tail", "--json", "--data", &dir]);
+    let actions: Vec<String> = stdout(&audit)
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("json row"))
+        .map(|row| row["action"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            "user.create",
+            "token.create",
+            "token.revoke",
+            "user.disable"
+        ]
+    );
+
+    let doctor = run(&["doctor", "--data", &dir]);
+    assert!(doctor.status.success(), "{}", stdout(&doctor));
+    assert!(
+        stdout(&doctor).contains("integrity       ok"),
+        "{}",
+        stdout(&doctor)
+    );
+    let backup = data.path().join("backup.db");
+    let backup_arg = backup.to_str().expect("utf-8");
+    let written = run(&["backup", backup_arg, "--data", &dir]);
+    assert!(written.status.success(), "{}", stderr(&written));
+    let again = run(&["backup", backup_arg, "--data", &dir]);
+    assert!(!again.status.success() && stderr(&again).contains("already exists"));
+    // The backup is a complete database: the users are in it.
+    let restored = tempfile::tempdir().expect("temp dir");
+    std::fs::copy(&backup, restored.path().join("warden.db")).expect("copy backup");
+    let restored_users = run(&[
+        "user",
+        "list",
+        "--data",
+        restored.path().to_str().expect("utf-8"),
+    ]);
+    assert!(
+        stdout(&restored_users).contains("alice"),
+        "{}",
+        stdout(&restored_users)
     );
 }

@@ -246,3 +246,50 @@ fn sse_reconnects_with_last_event_id_miss_nothing_and_repeat_nothing() {
         assert!(reconnects > 0);
     }
 }
+
+#[test]
+fn a_cancelled_run_ends_cancelled_without_an_answer_and_frees_the_model() {
+    let server = Server::start(&["--max-answer-tokens", "2000", "--sample-kb", "/nonexistent"]);
+    let conversation = create_conversation(&server);
+    let long = ask(
+        &server,
+        &conversation,
+        "Write a very long story about a lighthouse keeper.",
+    );
+    // Wait for the answer to be streaming, then stop it.
+    let first = read_events(&server, &long, 0, 2);
+    assert_eq!(
+        first.last().map(|f| f.event.as_str()),
+        Some("message.delta")
+    );
+    let (status, run) = server.post_json(&format!("/api/runs/{long}/cancel"), &json!({}));
+    assert_eq!(status, 202, "{run}");
+    assert_eq!(run["status"], "cancelled");
+    let frames = read_events(&server, &long, 0, usize::MAX);
+    assert_gapless(&frames, &long);
+    assert_eq!(
+        frames.last().map(|f| f.event.as_str()),
+        Some("run.cancelled")
+    );
+    // Cancelling again changes nothing.
+    let (status, again) = server.post_json(&format!("/api/runs/{long}/cancel"), &json!({}));
+    assert_eq!((status, again["status"].as_str()), (202, Some("cancelled")));
+
+    // The model is free at once: a short question after it completes.
+    let next = ask(&server, &conversation, "Say hi.");
+    let states = wait_for_runs(&server, &[next.clone()]);
+    assert_eq!(states[&next]["status"], "completed", "{}", states[&next]);
+    let body = get_json(&server, &format!("/api/conversations/{conversation}"));
+    let answers: Vec<&Value> = body["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .collect();
+    assert_eq!(
+        answers.len(),
+        1,
+        "only the second turn has an answer: {body}"
+    );
+    assert_eq!(answers[0]["run_id"].as_str(), Some(next.as_str()));
+}
