@@ -84,6 +84,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let runs = start_runs(&engine, store.clone(), &args)?;
+    let (stop_sender, stop_receiver) = tokio::sync::watch::channel(false);
+    forget_expired_sessions(store.clone());
     let bootstrap = store
         .bootstrap_token(crate::runs::now_secs())
         .context("cannot prepare the first-admin bootstrap token")?;
@@ -99,6 +101,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         },
         login_limiter: Arc::new(LoginLimiter::default()),
         limits: config.http,
+        shutdown: stop_receiver,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -119,7 +122,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
                  the first administrator (or run `warden user add NAME --role admin --password-stdin`)."
             );
         }
-        http::serve(listener, state, shutdown_signal())
+        let shutdown = async move {
+            shutdown_signal().await;
+            // Event streams end now; runs in progress resume at the next start.
+            let _ = stop_sender.send(true);
+        };
+        http::serve(listener, state, shutdown)
             .await
             .context("HTTP server failed")
     })?;
@@ -145,6 +153,21 @@ fn lock_data_folder(data_dir: &Path) -> anyhow::Result<std::fs::File> {
         Err(std::fs::TryLockError::Error(err)) => {
             Err(err).with_context(|| format!("cannot lock {}", path.display()))
         }
+    }
+}
+
+/// Deletes timed-out browser sessions every few minutes.
+fn forget_expired_sessions(store: Arc<Store>) {
+    let spawned = std::thread::Builder::new()
+        .name("session-sweeper".into())
+        .spawn(move || loop {
+            std::thread::sleep(Duration::from_secs(300));
+            if let Err(err) = store.delete_expired_sessions(crate::runs::now_secs()) {
+                tracing::warn!("cannot delete expired sessions: {err}");
+            }
+        });
+    if let Err(err) = spawned {
+        tracing::warn!("cannot start the session sweeper: {err}");
     }
 }
 

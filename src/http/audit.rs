@@ -1,6 +1,6 @@
 //! `GET /api/audit`: the newest audit rows, admin only, paged back with `before`.
 
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
@@ -9,6 +9,7 @@ use serde_json::json;
 
 use super::auth::{Caller, Permission};
 use super::error::ApiError;
+use super::json::ApiQuery;
 use super::{blocking, AppState};
 use crate::store::{Audit, MAX_AUDIT_ROWS_PER_READ};
 
@@ -26,7 +27,7 @@ struct TailQuery {
 async fn tail(
     State(state): State<AppState>,
     caller: Caller,
-    Query(query): Query<TailQuery>,
+    ApiQuery(query): ApiQuery<TailQuery>,
 ) -> Result<Response, ApiError> {
     caller.require(Permission::ReadAudit)?;
     let limit = query.limit.unwrap_or(100);

@@ -1,5 +1,6 @@
-//! `ApiJson`: axum's `Json` extractor, with its rejections turned into `ApiError` so that a
-//! bad body gets the same JSON error shape as every other error (axum's own is plain text).
+//! `ApiJson` and `ApiQuery`: axum's `Json` and `Query` extractors, with their rejections
+//! turned into `ApiError` so that a bad body or query string gets the same JSON error shape
+//! as every other error (axum's own is plain text).
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, Request};
@@ -39,6 +40,30 @@ impl From<JsonRejection> for ApiError {
             ),
             // The syntax and data errors name the line, column and field path at fault.
             other => ApiError::BadJson(other.body_text()),
+        }
+    }
+}
+
+/// Query-string parameters of type `T`; a bad query string is a 400 in the JSON shape.
+pub struct ApiQuery<T>(pub T);
+
+impl<T, S> axum::extract::FromRequestParts<S> for ApiQuery<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Query(value)) => Ok(ApiQuery(value)),
+            Err(rejection) => Err(ApiError::InvalidRequest {
+                message: rejection.body_text(),
+                param: None,
+            }),
         }
     }
 }

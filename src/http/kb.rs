@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -19,7 +19,7 @@ use serde_json::json;
 
 use super::auth::{Caller, Permission};
 use super::error::ApiError;
-use super::json::ApiJson;
+use super::json::{ApiJson, ApiQuery};
 use super::session::audit;
 use super::{blocking, AppState};
 use crate::retrieval::{Library, Progress, SearchMode};
@@ -110,7 +110,7 @@ async fn remove(
 async fn search(
     State(state): State<AppState>,
     caller: Caller,
-    Query(params): Query<SearchParams>,
+    ApiQuery(params): ApiQuery<SearchParams>,
 ) -> Result<Response, ApiError> {
     caller.require(Permission::ReadKnowledge)?;
     let library = library(&state)?;

@@ -52,6 +52,18 @@ pub struct AppState {
     pub sessions: SessionConfig,
     pub login_limiter: Arc<LoginLimiter>,
     pub limits: HttpLimits,
+    /// Becomes `true` when the server shuts down: open event streams end then, so a
+    /// graceful shutdown does not wait for runs to finish.
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
+}
+
+/// Resolves once `shutdown` turns `true`; never, if nobody can signal it.
+pub(crate) async fn shutting_down(shutdown: &mut tokio::sync::watch::Receiver<bool>) {
+    while !*shutdown.borrow_and_update() {
+        if shutdown.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
 }
 
 /// Request limits the HTTP layer enforces before anything reaches a model.

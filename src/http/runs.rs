@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -19,8 +19,9 @@ use serde_json::json;
 
 use super::auth::{Caller, Permission};
 use super::error::ApiError;
+use super::json::ApiQuery;
 use super::session::audit;
-use super::{blocking, AppState};
+use super::{blocking, shutting_down, AppState};
 use crate::runs::events::is_terminal;
 use crate::runs::Subscription;
 use crate::store::{AuditOutcome, Event, Run, Runs, Store};
@@ -81,7 +82,7 @@ async fn events(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
-    Query(query): Query<EventsQuery>,
+    ApiQuery(query): ApiQuery<EventsQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     caller.require(Permission::Chat)?;
@@ -99,6 +100,7 @@ async fn events(
         after,
         page: VecDeque::new(),
         finished: false,
+        shutdown: state.shutdown.clone(),
     };
     let stream = futures_util::stream::unfold(follower, |mut follower| async move {
         follower
@@ -146,6 +148,7 @@ struct Follower {
     after: i64,
     page: VecDeque<Event>,
     finished: bool,
+    shutdown: tokio::sync::watch::Receiver<bool>,
 }
 
 impl Follower {
@@ -171,7 +174,10 @@ impl Follower {
                 self.page = page.into();
                 continue;
             }
-            let woken = tokio::time::timeout(RECHECK, self.subscription.changed()).await;
+            let woken = tokio::select! {
+                woken = tokio::time::timeout(RECHECK, self.subscription.changed()) => woken,
+                () = shutting_down(&mut self.shutdown) => return None,
+            };
             if (woken.is_err() || self.subscription.run_ended()) && self.run_ended_quietly().await {
                 return None;
             }

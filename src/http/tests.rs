@@ -79,6 +79,7 @@ fn state() -> AppState {
         sessions: SessionConfig::default(),
         login_limiter: Arc::new(LoginLimiter::default()),
         limits: LIMITS,
+        shutdown: tokio::sync::watch::channel(false).1,
     }
 }
 
