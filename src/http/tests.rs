@@ -377,57 +377,36 @@ async fn a_browser_session_needs_its_csrf_token_and_same_origin_to_write() {
         (status, body["user"]["name"].as_str()),
         (StatusCode::OK, Some("tester"))
     );
-    let create = |extra: Vec<(&'static str, String)>| {
-        let app = app.clone();
-        let cookie = cookie.clone();
-        async move {
-            let mut headers: Vec<(&str, String)> =
-                vec![("cookie", cookie), ("host", "w.local".into())];
-            headers.extend(extra);
-            let borrowed: Vec<(&str, &str)> =
-                headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
-            send_to(
-                &app,
-                Method::POST,
-                "/api/conversations",
-                &borrowed,
-                Body::empty(),
-            )
-            .await
-            .0
-        }
-    };
-    assert_eq!(create(vec![]).await, StatusCode::FORBIDDEN, "no CSRF token");
-    assert_eq!(
-        create(vec![("x-csrf-token", "wrong".into())]).await,
-        StatusCode::FORBIDDEN
-    );
-    assert_eq!(
-        create(vec![
-            ("x-csrf-token", csrf.clone()),
-            ("origin", "http://evil.example".into())
-        ])
-        .await,
-        StatusCode::FORBIDDEN,
-        "cross-site"
-    );
-    assert_eq!(
-        create(vec![
-            ("x-csrf-token", csrf.clone()),
-            ("sec-fetch-site", "cross-site".into())
-        ])
-        .await,
-        StatusCode::FORBIDDEN,
-        "cross-site by fetch metadata"
-    );
-    assert_eq!(
-        create(vec![
-            ("x-csrf-token", csrf.clone()),
-            ("origin", "http://w.local".into())
-        ])
-        .await,
-        StatusCode::CREATED
-    );
+    // (extra headers, expected status): the CSRF token and a same-origin request are both needed.
+    let cases: [(&[(&str, &str)], StatusCode); 5] = [
+        (&[], StatusCode::FORBIDDEN),
+        (&[("x-csrf-token", "wrong")], StatusCode::FORBIDDEN),
+        (
+            &[("x-csrf-token", &csrf), ("origin", "http://evil.example")],
+            StatusCode::FORBIDDEN,
+        ),
+        (
+            &[("x-csrf-token", &csrf), ("sec-fetch-site", "cross-site")],
+            StatusCode::FORBIDDEN,
+        ),
+        (
+            &[("x-csrf-token", &csrf), ("origin", "http://w.local")],
+            StatusCode::CREATED,
+        ),
+    ];
+    for (extra, want) in cases {
+        let mut headers = vec![("cookie", cookie.as_str()), ("host", "w.local")];
+        headers.extend_from_slice(extra);
+        let (got, body, _) = send_to(
+            &app,
+            Method::POST,
+            "/api/conversations",
+            &headers,
+            Body::empty(),
+        )
+        .await;
+        assert_eq!(got, want, "{extra:?}: {body}");
+    }
 
     // Logging out ends the session.
     let logout_headers = [("cookie", cookie.as_str()), ("x-csrf-token", csrf.as_str())];

@@ -122,117 +122,57 @@ fn every_route_answers_each_kind_of_caller_as_documented() {
     let run_path = format!("/api/runs/{run_id}");
     let events_path = format!("/api/runs/{run_id}/events");
     let cancel_path = format!("/api/runs/{run_id}/cancel");
-    let question = Some(json!({"content": "hello?"}));
 
     // (method, path, body, expected status for each of EVERYONE)
-    let matrix: Vec<(&str, String, Option<Value>, [u16; 6])> = vec![
-        (
-            "GET",
-            "/api/me".into(),
-            None,
-            [200, 200, 200, 200, 401, 401],
-        ),
-        (
-            "GET",
-            "/v1/models".into(),
-            None,
-            [200, 200, 200, 200, 401, 401],
-        ),
-        (
-            "GET",
-            "/api/conversations".into(),
-            None,
-            [200, 200, 200, 200, 401, 401],
-        ),
-        (
-            "POST",
-            "/api/conversations".into(),
-            Some(json!({"title": "x"})),
-            [201, 201, 201, 201, 401, 401],
-        ),
-        (
-            "GET",
-            conversation_path.clone(),
-            None,
-            [404, 200, 404, 404, 401, 401],
-        ),
-        (
-            "POST",
-            messages_path.clone(),
-            question.clone(),
-            [404, 202, 404, 404, 401, 401],
-        ),
-        (
-            "GET",
-            run_path.clone(),
-            None,
-            [404, 200, 404, 404, 401, 401],
-        ),
-        (
-            "GET",
-            events_path.clone(),
-            None,
-            [404, 200, 404, 404, 401, 401],
-        ),
-        (
-            "POST",
-            cancel_path.clone(),
-            None,
-            [404, 202, 404, 404, 401, 401],
-        ),
-        (
-            "GET",
-            "/api/conversations/conv_doesnotexist".into(),
-            None,
-            [404, 404, 404, 404, 401, 401],
-        ),
-        (
-            "GET",
-            "/api/audit?limit=5".into(),
-            None,
-            [200, 403, 403, 403, 401, 401],
-        ),
-        (
-            "GET",
-            "/api/kb".into(),
-            None,
-            [200, 200, 200, 200, 401, 401],
-        ),
-        (
-            "GET",
-            "/api/kb/search?q=disk".into(),
-            None,
-            [200, 200, 200, 200, 401, 401],
-        ),
-        (
-            "POST",
-            "/api/kb".into(),
-            Some(json!({"name": "x", "path": "/nonexistent/folder"})),
-            [400, 403, 403, 403, 401, 401],
-        ),
-        (
-            "POST",
-            "/api/kb/nope/sync".into(),
-            None,
-            [404, 404, 403, 404, 401, 401],
-        ),
-        (
-            "DELETE",
-            "/api/kb/nope".into(),
-            None,
-            [404, 403, 403, 403, 401, 401],
-        ),
-        (
-            "POST",
-            "/v1/embeddings".into(),
-            Some(json!({"input": "disk full"})),
-            [200, 200, 200, 200, 401, 401],
-        ),
-    ];
+    // One row per route: method, path, then the expected status for admin, operator,
+    // viewer, another user, a disabled user and anonymous (`EVERYONE`'s order).
+    let table = format!(
+        "
+        GET    /api/me                               200 200 200 200 401 401
+        GET    /v1/models                            200 200 200 200 401 401
+        POST   /v1/embeddings                        200 200 200 200 401 401
+        GET    /api/conversations                    200 200 200 200 401 401
+        POST   /api/conversations                    201 201 201 201 401 401
+        GET    {conversation_path}                   404 200 404 404 401 401
+        POST   {messages_path}                       404 202 404 404 401 401
+        GET    {run_path}                            404 200 404 404 401 401
+        GET    {events_path}                         404 200 404 404 401 401
+        POST   {cancel_path}                         404 202 404 404 401 401
+        GET    /api/conversations/conv_doesnotexist  404 404 404 404 401 401
+        GET    /api/audit?limit=5                    200 403 403 403 401 401
+        GET    /api/kb                               200 200 200 200 401 401
+        GET    /api/kb/search?q=disk                 200 200 200 200 401 401
+        POST   /api/kb                               400 403 403 403 401 401
+        POST   /api/kb/nope/sync                     404 404 403 404 401 401
+        DELETE /api/kb/nope                          404 403 403 403 401 401
+        "
+    );
+    let body_for = |method: &str, path: &str| -> Option<Value> {
+        match (method, path) {
+            ("POST", "/v1/embeddings") => Some(json!({"input": "disk full"})),
+            ("POST", "/api/conversations") => Some(json!({"title": "x"})),
+            ("POST", "/api/kb") => Some(json!({"name": "x", "path": "/nonexistent/folder"})),
+            ("POST", p) if p == messages_path => Some(json!({"content": "hello?"})),
+            _ => None,
+        }
+    };
+    let matrix: Vec<(&str, &str, Vec<u16>)> = table
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            let method = words.next()?;
+            let path = words.next()?;
+            let expected = words.map(|w| w.parse().expect("status")).collect();
+            Some((method, path, expected))
+        })
+        .collect();
+    assert_eq!(matrix.len(), 17);
     let mut failures = Vec::new();
-    for (method, path, body, expected) in &matrix {
+    for (method, path, expected) in &matrix {
+        assert_eq!(expected.len(), EVERYONE.len(), "{method} {path}");
         for (who, want) in EVERYONE.iter().zip(expected) {
-            let (got, response) = call(&server, &callers, *who, method, path, body.clone());
+            let body = body_for(method, path);
+            let (got, response) = call(&server, &callers, *who, method, path, body);
             if got != *want {
                 failures.push(format!(
                     "{method} {path} as {who:?}: want {want}, got {got} {response}"
