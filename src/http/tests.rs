@@ -331,16 +331,7 @@ async fn protected_routes_need_a_caller_and_health_does_not() {
 #[tokio::test]
 async fn a_browser_session_needs_its_csrf_token_and_same_origin_to_write() {
     let app = router(state());
-    let login = json!({"name": "tester", "password": PASSWORD}).to_string();
-    let json_type = ("content-type", "application/json");
-    let (status, body, headers) = send_to(
-        &app,
-        Method::POST,
-        "/api/login",
-        &[json_type],
-        Body::from(login.clone()),
-    )
-    .await;
+    let (status, body, headers) = login(&app, "tester", PASSWORD).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["user"]["role"], "operator");
     let cookies: Vec<String> = headers
@@ -433,32 +424,25 @@ async fn a_browser_session_needs_its_csrf_token_and_same_origin_to_write() {
 #[tokio::test]
 async fn failed_logins_are_rate_limited() {
     let app = router(state());
-    let json_type = ("content-type", "application/json");
-    let wrong = json!({"name": "viewer", "password": "not the password"}).to_string();
     for _ in 0..crate::http::login_limiter::MAX_FAILURES {
-        let (status, body, _) = send_to(
-            &app,
-            Method::POST,
-            "/api/login",
-            &[json_type],
-            Body::from(wrong.clone()),
-        )
-        .await;
+        let (status, body, _) = login(&app, "viewer", "not the password").await;
         assert_eq!(status, StatusCode::UNAUTHORIZED);
         assert_eq!(error_code(&body), "invalid_credentials");
     }
     // Locked out now, even with the right password.
-    let right = json!({"name": "viewer", "password": PASSWORD}).to_string();
-    let (status, body, headers) = send_to(
-        &app,
-        Method::POST,
-        "/api/login",
-        &[json_type],
-        Body::from(right),
-    )
-    .await;
+    let (status, body, headers) = login(&app, "viewer", PASSWORD).await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
     assert!(headers.contains_key("retry-after"));
+}
+
+async fn login(
+    app: &axum::Router,
+    name: &str,
+    password: &str,
+) -> (StatusCode, Value, axum::http::HeaderMap) {
+    let body = json!({ "name": name, "password": password }).to_string();
+    let headers = [("content-type", "application/json")];
+    send_to(app, Method::POST, "/api/login", &headers, Body::from(body)).await
 }
 
 #[tokio::test]
