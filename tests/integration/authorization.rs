@@ -329,3 +329,41 @@ fn with_session(
     };
     into_status_and_json(result)
 }
+
+#[test]
+fn the_first_start_prints_a_one_time_bootstrap_link_that_creates_the_admin() {
+    let server = Server::start_without_users(&["--sample-kb", "/nonexistent"]);
+    let printed = server.stdout_text();
+    let token = printed
+        .split("#bootstrap=")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no bootstrap link printed: {printed}"))
+        .to_owned();
+    let wrong = ureq::post(&server.url("/api/bootstrap"))
+        .send_json(json!({"token": "wrong", "name": "root", "password": PASSWORD}));
+    assert_eq!(into_status_and_json(wrong).0, 404);
+    let created = ureq::post(&server.url("/api/bootstrap"))
+        .send_json(json!({"token": token, "name": "root", "password": PASSWORD}))
+        .expect("bootstrap");
+    let cookies: Vec<String> = created
+        .all("set-cookie")
+        .into_iter()
+        .map(|c| c.split(';').next().unwrap_or("").to_owned())
+        .collect();
+    let body: Value = created.into_json().expect("json");
+    assert_eq!(body["user"]["role"], "admin", "{body}");
+    let me: Value = ureq::get(&server.url("/api/me"))
+        .set("Cookie", &cookies.join("; "))
+        .call()
+        .expect("me")
+        .into_json()
+        .expect("json");
+    assert_eq!(me["user"]["name"], "root");
+    // The link works once.
+    let again = ureq::post(&server.url("/api/bootstrap"))
+        .send_json(json!({"token": token, "name": "root2", "password": PASSWORD}));
+    assert_eq!(into_status_and_json(again).0, 404);
+    // And the admin can sign in with the password from now on.
+    assert!(login(&server, "root").is_some());
+}

@@ -60,6 +60,9 @@ pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+/// Where a test server's standard output goes, inside its data folder.
+const STDOUT_FILE: &str = "server.stdout";
+
 /// The administrator every test server starts with, and their password.
 pub const ADMIN: &str = "admin";
 pub const ADMIN_PASSWORD: &str = "admin-password-1";
@@ -86,6 +89,20 @@ impl Server {
         server
     }
 
+    /// Starts a server in a fresh data folder with no users (first start: it prints the
+    /// bootstrap link, see `stdout_text`). `token` is empty.
+    pub fn start_without_users(extra: &[&str]) -> Server {
+        let data = tempfile::tempdir().expect("temp dir");
+        let mut server = Server::start_in(data.path(), "", free_port(), extra);
+        server._owned_data = Some(data);
+        server
+    }
+
+    /// What the server printed on standard output so far.
+    pub fn stdout_text(&self) -> String {
+        std::fs::read_to_string(self.data.join(STDOUT_FILE)).unwrap_or_default()
+    }
+
     /// Starts a server on an existing data folder (which the caller keeps) and `port`.
     pub fn start_in(data: &Path, token: &str, port: u16, extra: &[&str]) -> Server {
         let addr = format!("127.0.0.1:{port}");
@@ -98,7 +115,7 @@ impl Server {
             .arg(&models)
             .args(extra)
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(std::fs::File::create(data.join(STDOUT_FILE)).expect("stdout file"))
             .stderr(Stdio::piped());
         let child = command.spawn().expect("cannot start warden serve");
         let mut server = Server {
