@@ -72,13 +72,29 @@ pub fn open_library(
     Ok((store, library))
 }
 
-/// Opens (creating if needed) the data folder's database.
+/// Opens (creating if needed) the data folder's database. A folder Warden creates is
+/// private to its owner.
 pub fn open_store(data_dir: &Path) -> Result<Arc<Store>, KnowledgeError> {
-    std::fs::create_dir_all(data_dir).map_err(|source| KnowledgeError::DataDir {
+    ensure_data_dir(data_dir).map_err(|source| KnowledgeError::DataDir {
         path: data_dir.display().to_string(),
         source,
     })?;
     Ok(Arc::new(Store::open(&data_dir.join(DATABASE_FILE))?))
+}
+
+/// Creates the data folder, owner-only, unless it exists.
+pub fn ensure_data_dir(dir: &Path) -> std::io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(dir)
 }
 
 /// Opens the library of `data_dir` on an already open store.

@@ -65,8 +65,8 @@ pub fn run_audit(command: AuditCommand) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Checks the database: it opens at a known schema, `PRAGMA integrity_check` is ok, and
-/// no run is left without an owner process. Exit 1 when a check fails.
+/// Checks the database: it opens at a known schema and `PRAGMA integrity_check` is ok;
+/// reports row counts and runs by status. Exit 1 when a check fails.
 pub fn run_doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
     let store = open(&args.data)?;
     let problems = store

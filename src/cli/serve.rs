@@ -60,7 +60,7 @@ const LOCK_FILE: &str = "warden.lock";
 
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let config = ServeConfig::new(args.addr, args.data.data.clone(), &args.models)?;
-    std::fs::create_dir_all(&config.data_dir)
+    crate::knowledge::ensure_data_dir(&config.data_dir)
         .with_context(|| format!("cannot create data folder {}", config.data_dir.display()))?;
     let _lock = lock_data_folder(&config.data_dir)?;
     let store = crate::knowledge::open_store(&config.data_dir)?;

@@ -2,7 +2,7 @@
 //! served at `/` and `/assets/{file}`, and the security headers every response carries
 //! (a Content-Security-Policy without `unsafe-inline`, no sniffing, no framing).
 
-use axum::extract::{Path, Request};
+use axum::extract::Request;
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::middleware::Next;
@@ -11,6 +11,7 @@ use axum::routing::get;
 use axum::Router;
 
 use super::error::ApiError;
+use super::json::ApiPath;
 use super::AppState;
 
 include!(concat!(env!("OUT_DIR"), "/web_assets.rs"));
@@ -30,7 +31,7 @@ async fn index() -> Result<Response, ApiError> {
     serve("index.html")
 }
 
-async fn asset(Path(file): Path<String>) -> Result<Response, ApiError> {
+async fn asset(ApiPath(file): ApiPath<String>) -> Result<Response, ApiError> {
     serve(&file)
 }
 

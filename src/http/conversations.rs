@@ -3,7 +3,8 @@
 //! which persists the message with a queued run in one transaction before any work starts.
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -13,7 +14,7 @@ use serde_json::json;
 
 use super::auth::{Caller, Permission};
 use super::error::ApiError;
-use super::json::ApiJson;
+use super::json::{ApiJson, ApiPath};
 use super::session::audit;
 use super::{blocking, AppState};
 use crate::runs::now_secs;
@@ -48,9 +49,16 @@ struct MessageRequest {
 async fn create(
     State(state): State<AppState>,
     caller: Caller,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     caller.require(Permission::Chat)?;
+    let body = body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge
+        } else {
+            ApiError::BadJson(rejection.body_text())
+        }
+    })?;
     // The body is optional: no body (or `{}`) creates an untitled conversation.
     let request: CreateRequest = if body.iter().all(u8::is_ascii_whitespace) {
         CreateRequest::default()
@@ -86,7 +94,7 @@ async fn list(State(state): State<AppState>, caller: Caller) -> Result<Response,
 async fn read(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Response, ApiError> {
     caller.require(Permission::Chat)?;
     let store = state.store.clone();
@@ -100,7 +108,7 @@ async fn read(
 async fn post_message(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(request): ApiJson<MessageRequest>,
 ) -> Result<Response, ApiError> {
     caller.require(Permission::Chat)?;

@@ -1,4 +1,4 @@
-//! `ApiJson` and `ApiQuery`: axum's `Json` and `Query` extractors, with their rejections
+//! `ApiJson`, `ApiPath` and `ApiQuery`: axum's `Json`, `Path` and `Query` extractors, with their rejections
 //! turned into `ApiError` so that a bad body or query string gets the same JSON error shape
 //! as every other error (axum's own is plain text).
 
@@ -40,6 +40,30 @@ impl From<JsonRejection> for ApiError {
             ),
             // The syntax and data errors name the line, column and field path at fault.
             other => ApiError::BadJson(other.body_text()),
+        }
+    }
+}
+
+/// Path parameters of type `T`; a bad one (not UTF-8, say) is a 400 in the JSON shape.
+pub struct ApiPath<T>(pub T);
+
+impl<T, S> axum::extract::FromRequestParts<S> for ApiPath<T>
+where
+    T: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(value)) => Ok(ApiPath(value)),
+            Err(rejection) => Err(ApiError::InvalidRequest {
+                message: rejection.body_text(),
+                param: None,
+            }),
         }
     }
 }

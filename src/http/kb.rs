@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -19,7 +19,7 @@ use serde_json::json;
 
 use super::auth::{Caller, Permission};
 use super::error::ApiError;
-use super::json::{ApiJson, ApiQuery};
+use super::json::{ApiJson, ApiPath, ApiQuery};
 use super::session::audit;
 use super::{blocking, AppState};
 use crate::retrieval::{Library, Progress, SearchMode};
@@ -90,7 +90,7 @@ async fn add(
 async fn remove(
     State(state): State<AppState>,
     caller: Caller,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
 ) -> Result<Response, ApiError> {
     caller.require(Permission::ManageKnowledge)?;
     let library = library(&state)?;
@@ -138,7 +138,7 @@ async fn search(
 async fn sync(
     State(state): State<AppState>,
     caller: Caller,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
 ) -> Result<Response, ApiError> {
     caller.require(Permission::SyncKnowledge)?;
     let library = library(&state)?;

@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -19,7 +19,7 @@ use serde_json::json;
 
 use super::auth::{Caller, Permission};
 use super::error::ApiError;
-use super::json::ApiQuery;
+use super::json::{ApiPath, ApiQuery};
 use super::session::audit;
 use super::{blocking, shutting_down, AppState};
 use crate::runs::events::is_terminal;
@@ -49,7 +49,7 @@ struct EventsQuery {
 async fn read(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Response, ApiError> {
     caller.require(Permission::Chat)?;
     let store = state.store.clone();
@@ -61,7 +61,7 @@ async fn read(
 async fn cancel(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Response, ApiError> {
     caller.require(Permission::Chat)?;
     let runs = state.runs.clone();
@@ -81,7 +81,7 @@ async fn cancel(
 async fn events(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiQuery(query): ApiQuery<EventsQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {

@@ -21,7 +21,13 @@ use super::error::ApiError;
 use super::json::ApiJson;
 use super::{blocking, AppState};
 use crate::runs::now_secs;
-use crate::store::{Accounts, Audit, AuditEntry, AuditOutcome, NewSession, User};
+use crate::store::{
+    Accounts, Audit, AuditEntry, AuditOutcome, NewSession, User, MAX_PASSWORD_CHARS,
+    MAX_USER_NAME_CHARS,
+};
+
+/// The audit actor of a login whose name no account can have.
+const INVALID_NAME: &str = "(invalid name)";
 
 /// Routes reachable without a session.
 pub(super) fn public_routes() -> Router<AppState> {
@@ -82,30 +88,41 @@ async fn login(
     ApiJson(request): ApiJson<LoginRequest>,
 ) -> Result<Response, ApiError> {
     auth::refuse_cross_site(&headers)?;
-    let user_key = format!("user:{}", request.name.to_lowercase());
+    // A name no account can have is never looked up, kept or audited as typed.
+    let plausible = !request.name.is_empty()
+        && request.name.chars().count() <= MAX_USER_NAME_CHARS
+        && request.password.chars().count() <= MAX_PASSWORD_CHARS;
+    let name = if plausible {
+        request.name.clone()
+    } else {
+        INVALID_NAME.to_owned()
+    };
+    let user_key = format!("user:{}", name.to_lowercase());
     let mut keys = vec![user_key.clone()];
     if let Some(ConnectInfo(address)) = extensions.get::<ConnectInfo<SocketAddr>>() {
         keys.push(format!("ip:{}", address.ip()));
     }
-    if let Err(retry_after_secs) = state.login_limiter.check(&keys, Instant::now()) {
+    let limiter = &state.login_limiter;
+    if let Err(retry_after_secs) = limiter.attempt(&keys, Instant::now()) {
         return Err(ApiError::TooManyRequests { retry_after_secs });
     }
-    let store = state.store.clone();
-    let name = request.name.clone();
-    let user = blocking(move || Ok(store.verify_password(&name, &request.password)?)).await?;
+    let Some(_permit) = limiter.password_check() else {
+        return Err(ApiError::TooManyRequests {
+            retry_after_secs: 1,
+        });
+    };
+    let user = if plausible {
+        let store = state.store.clone();
+        let lookup = name.clone();
+        blocking(move || Ok(store.verify_password(&lookup, &request.password)?)).await?
+    } else {
+        None
+    };
     let Some(user) = user else {
-        state.login_limiter.failed(&keys, Instant::now());
-        audit(
-            &state,
-            &request.name,
-            "auth.login",
-            None,
-            AuditOutcome::Denied,
-        )
-        .await;
+        audit(&state, &name, "auth.login", None, AuditOutcome::Denied).await;
         return Err(ApiError::InvalidCredentials);
     };
-    state.login_limiter.succeeded(&user_key);
+    limiter.succeeded(&keys, &user_key);
     audit(
         &state,
         &user.name,

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::events::{self, RunEvent, RunUsage};
 use super::reasoning_filter::ReasoningFilter;
-use super::{now_ms, now_secs, EventBus, RunConfig};
+use super::{now_ms, now_secs, Cancellations, EventBus, RunConfig};
 use crate::engine::{
     ChatMessage, ChatModelHandle, ChatRequest, EngineError, GenerationEvent, GenerationStream,
     GenerationSummary, Role, SamplingParams,
@@ -34,6 +34,7 @@ pub(super) struct TurnContext {
     pub chat: ChatModelHandle,
     pub bus: EventBus,
     pub config: RunConfig,
+    pub cancellations: Cancellations,
 }
 
 /// Why a turn stopped before completing.
@@ -68,6 +69,7 @@ pub(super) fn execute(context: &TurnContext, worker_id: &str, run: Run) {
         Ok(()) | Err(Stop::Abandoned) => {}
         Err(Stop::Failed(reason)) => fail(context, &run.id, &reason),
     }
+    context.cancellations.forget(&run.id);
 }
 
 /// Ends the run `failed` with `reason` and its terminal event (unless it already ended).
@@ -288,8 +290,9 @@ impl Turn<'_> {
     /// Stores the event, then signals its followers.
     fn emit(&self, event: &RunEvent) -> Result<(), Stop> {
         let data = event.data(now_ms());
-        let seq = self.context.store.append_event(
+        let seq = self.context.store.append_event_as(
             &self.run_id,
+            self.worker_id,
             &NewEvent {
                 event_type: event.event_type(),
                 data: &data,
@@ -300,8 +303,12 @@ impl Turn<'_> {
         Ok(())
     }
 
-    /// Renews the lease once a third of it has passed; `Abandoned` when it was lost.
+    /// `Abandoned` when the run was cancelled or its lease lost; renews the lease once a
+    /// third of it has passed.
     fn keep_lease(&mut self) -> Result<(), Stop> {
+        if self.context.cancellations.contains(&self.run_id) {
+            return Err(Stop::Abandoned);
+        }
         let lease_secs = self.context.config.lease_secs;
         if self.last_renewal.elapsed() < Duration::from_secs((lease_secs / 3).max(1) as u64) {
             return Ok(());
@@ -333,6 +340,7 @@ impl Turn<'_> {
         let data = event.data(now_ms());
         let done = self.context.store.complete_turn_with_event(
             &self.run_id,
+            self.worker_id,
             &message_id,
             &answer,
             &NewEvent {

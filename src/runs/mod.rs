@@ -10,7 +10,8 @@ pub mod events;
 mod reasoning_filter;
 mod worker;
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use bus::{EventBus, Subscription};
@@ -52,6 +53,31 @@ impl Default for RunConfig {
                             engineers. Answer in the user's language."
                 .to_owned(),
         }
+    }
+}
+
+/// Runs cancelled while a worker may be answering them: the worker stops at its next
+/// check (every `delta_interval`) instead of at its next write. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct Cancellations(Arc<Mutex<HashSet<String>>>);
+
+impl Cancellations {
+    fn insert(&self, run_id: &str) {
+        self.lock().insert(run_id.to_owned());
+    }
+
+    fn contains(&self, run_id: &str) -> bool {
+        self.lock().contains(run_id)
+    }
+
+    fn forget(&self, run_id: &str) {
+        self.lock().remove(run_id);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashSet<String>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -111,6 +137,9 @@ impl RunService {
         )?;
         if let Some(seq) = appended {
             self.bus.publish(run_id, seq, true);
+            if let Some(workers) = &self.workers {
+                workers.cancellations().insert(run_id);
+            }
         }
         self.store.run(owner, run_id)
     }

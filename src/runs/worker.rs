@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::chat_turn::{self, TurnContext};
-use super::{now_secs, EventBus, RunConfig};
+use super::{now_secs, Cancellations, EventBus, RunConfig};
 use crate::engine::ChatModelHandle;
 use crate::store::{Runs, Store, StoreError};
 
@@ -21,6 +21,7 @@ const IDLE_POLL: Duration = Duration::from_secs(1);
 pub struct RunWorkers {
     wake: flume::Sender<()>,
     stop: Arc<AtomicBool>,
+    cancellations: Cancellations,
 }
 
 impl RunWorkers {
@@ -36,11 +37,13 @@ impl RunWorkers {
         let workers = config.workers.max(1);
         let (wake, woken) = flume::bounded(workers);
         let stop = Arc::new(AtomicBool::new(false));
+        let cancellations = Cancellations::default();
         let context = Arc::new(TurnContext {
             store,
             chat,
             bus,
             config,
+            cancellations: cancellations.clone(),
         });
         for index in 0..workers {
             let worker_id = format!("pid{}-w{index}", std::process::id());
@@ -51,7 +54,11 @@ impl RunWorkers {
                 move || work(&context, &worker_id, &woken, &stop)
             });
         }
-        let handle = Self { wake, stop };
+        let handle = Self {
+            wake,
+            stop,
+            cancellations,
+        };
         spawn_named("run-reclaimer".into(), {
             let handle = handle.clone();
             let context = context.clone();
@@ -66,6 +73,11 @@ impl RunWorkers {
     /// Wakes one idle worker (if none is idle, the next one to finish finds the run).
     pub fn wake(&self) {
         let _ = self.wake.try_send(());
+    }
+
+    /// The runs cancelled while being answered.
+    pub(super) fn cancellations(&self) -> &Cancellations {
+        &self.cancellations
     }
 
     /// Stops the workers after their current run.

@@ -89,9 +89,12 @@ pub trait Conversations {
     /// `complete_turn`, appending the run's terminal event in the same transaction. The
     /// caller picks the message id (from `new_message_id`) so the event can name it; when
     /// the turn was already answered, the existing message's id is returned instead.
+    /// `worker` must hold the run's lease (`Conflict` otherwise), unless the turn is
+    /// already answered.
     fn complete_turn_with_event(
         &self,
         run_id: &str,
+        worker: &str,
         message_id: &str,
         assistant_content: &str,
         event: &NewEvent<'_>,
@@ -185,20 +188,33 @@ impl Conversations for Store {
 
     fn complete_turn(&self, run_id: &str, assistant_content: &str, now: i64) -> Result<String> {
         let message_id = secrets::new_id("msg")?;
-        self.write(|t| complete_turn_in(t, run_id, &message_id, assistant_content, None, now))
+        let answer = Answer {
+            message_id: &message_id,
+            content: assistant_content,
+            event: None,
+            holder: None,
+        };
+        self.write(|t| complete_turn_in(t, run_id, &answer, now))
             .map(|done| done.message_id)
     }
 
     fn complete_turn_with_event(
         &self,
         run_id: &str,
+        worker: &str,
         message_id: &str,
         assistant_content: &str,
         event: &NewEvent<'_>,
         now: i64,
     ) -> Result<CompletedTurn> {
         event.validate()?;
-        self.write(|t| complete_turn_in(t, run_id, message_id, assistant_content, Some(event), now))
+        let answer = Answer {
+            message_id,
+            content: assistant_content,
+            event: Some(event),
+            holder: Some(worker),
+        };
+        self.write(|t| complete_turn_in(t, run_id, &answer, now))
     }
 }
 
@@ -217,12 +233,19 @@ fn owned_conversation(c: &Connection, owner: i64, id: &str) -> Result<Conversati
     .ok_or_else(|| StoreError::NotFound(format!("conversation `{id}`")))
 }
 
+/// An assistant answer to save: the terminal event to append with it, and the worker that
+/// must hold the run's lease, when those apply.
+struct Answer<'a> {
+    message_id: &'a str,
+    content: &'a str,
+    event: Option<&'a NewEvent<'a>>,
+    holder: Option<&'a str>,
+}
+
 fn complete_turn_in(
     t: &Connection,
     run_id: &str,
-    message_id: &str,
-    content: &str,
-    event: Option<&NewEvent<'_>>,
+    answer: &Answer<'_>,
     now: i64,
 ) -> Result<CompletedTurn> {
     let (conversation_id, turn, status) = t
@@ -257,21 +280,25 @@ fn complete_turn_in(
             "run `{run_id}` is already {status}"
         )));
     }
+    if let Some(worker) = answer.holder {
+        runs::check_lease_holder(t, run_id, worker)?;
+    }
     let message = MessageInsert {
-        id: message_id,
+        id: answer.message_id,
         conversation_id: &conversation_id,
         turn,
         role: MessageRole::Assistant,
-        content,
+        content: answer.content,
         run_id,
     };
     insert_message(t, &message, now)?;
     runs::set_terminal_status(t, run_id, RunStatus::Completed, None, now)?;
-    let event_seq = event
+    let event_seq = answer
+        .event
         .map(|event| runs::insert_event(t, run_id, event, now))
         .transpose()?;
     Ok(CompletedTurn {
-        message_id: message_id.to_owned(),
+        message_id: answer.message_id.to_owned(),
         event_seq,
     })
 }
@@ -492,13 +519,20 @@ mod tests {
             event_type: "run.completed",
             data: r#"{"ok":true}"#,
         };
+        let claimed = store.claim_next("w1", 2, 30).unwrap().unwrap();
+        assert_eq!(claimed.id, turn.run_id);
+        // Only the worker holding the lease may answer.
+        assert!(matches!(
+            store.complete_turn_with_event(&turn.run_id, "w2", "msg_x", "stale", &done, 3),
+            Err(StoreError::Conflict(_))
+        ));
         let first = store
-            .complete_turn_with_event(&turn.run_id, "msg_a", "answer", &done, 3)
+            .complete_turn_with_event(&turn.run_id, "w1", "msg_a", "answer", &done, 3)
             .unwrap();
         assert_eq!(first.event_seq, Some(1));
         // A resumed worker finishing the same turn again gets the same message back.
         let again = store
-            .complete_turn_with_event(&turn.run_id, "msg_b", "answer 2", &done, 4)
+            .complete_turn_with_event(&turn.run_id, "w2", "msg_b", "answer 2", &done, 4)
             .unwrap();
         assert_eq!(
             again,

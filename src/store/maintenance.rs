@@ -38,7 +38,7 @@ impl Store {
     }
 
     /// Writes a consistent, compacted copy of the database to `path` (`VACUUM INTO`); safe
-    /// while other connections write. `path` must not exist.
+    /// while other connections write. `path` must not exist. The copy is owner-only.
     pub fn backup_to(&self, path: &Path) -> Result<()> {
         let target = path
             .to_str()
@@ -46,7 +46,9 @@ impl Store {
         self.read(|c| {
             c.execute("VACUUM INTO ?1", [target])?;
             Ok(())
-        })
+        })?;
+        super::owner_only(path);
+        Ok(())
     }
 }
 

@@ -93,6 +93,7 @@ impl Store {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let mut connection = Connection::open_with_flags(path, flags).map_err(open_err)?;
         configure(&connection).map_err(open_err)?;
+        owner_only(path);
         migrations::apply(&mut connection)?;
         Ok(Self {
             path: path.to_path_buf(),
@@ -135,6 +136,18 @@ impl Store {
         self.writer
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Makes a database file readable by its owner only (it holds password hashes and
+/// conversations); SQLite gives its WAL and shared-memory files the same mode.
+pub(crate) fn owner_only(path: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Err(err) = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)) {
+            tracing::warn!("cannot make {} private: {err}", path.display());
+        }
     }
 }
 

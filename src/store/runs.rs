@@ -79,7 +79,8 @@ pub trait Runs {
     /// The run if `owner` owns it; `NotFound` alike for missing and not owned.
     fn run(&self, owner: i64, id: &str) -> Result<Run>;
     /// Atomically takes the oldest run that is queued, or running under an expired lease,
-    /// and gives `worker` a lease on it until `now + lease_secs`.
+    /// and gives `worker` a lease on it until `now + lease_secs`. A conversation's turns are
+    /// answered in order: a run waits while an earlier turn's run has not ended.
     fn claim_next(&self, worker: &str, now: i64, lease_secs: i64) -> Result<Option<Run>>;
     /// Extends `worker`'s lease; `false` when the lease is lost (another worker claimed the
     /// run, it was reclaimed, or it ended). An expired lease nobody took is still held.
@@ -117,6 +118,15 @@ pub trait Runs {
     /// Appends an event with the run's next seq and returns it. `Conflict` once the run
     /// has ended.
     fn append_event(&self, run_id: &str, event: &NewEvent<'_>, now: i64) -> Result<i64>;
+    /// `append_event` for the worker holding the run's lease: `Conflict` unless the run is
+    /// running under `worker`'s lease, so a worker that lost its run cannot write to it.
+    fn append_event_as(
+        &self,
+        run_id: &str,
+        worker: &str,
+        event: &NewEvent<'_>,
+        now: i64,
+    ) -> Result<i64>;
     /// The owner's run's events with `seq > after_seq`, in order, at most
     /// `min(limit, MAX_EVENTS_PER_READ)`.
     fn events_after(
@@ -147,7 +157,12 @@ impl Runs for Store {
             let claimable: Option<String> = t
                 .query_row(
                     "SELECT id FROM runs
-                     WHERE status = 'queued' OR (status = 'running' AND lease_expires_at <= ?1)
+                     WHERE (status = 'queued' OR (status = 'running' AND lease_expires_at <= ?1))
+                       AND NOT EXISTS (
+                           SELECT 1 FROM runs AS earlier
+                           WHERE earlier.conversation_id = runs.conversation_id
+                             AND earlier.turn < runs.turn
+                             AND earlier.status IN ('queued', 'running'))
                      ORDER BY created_at, rowid LIMIT 1",
                     [now],
                     |r| r.get(0),
@@ -253,6 +268,20 @@ impl Runs for Store {
                     "run `{run_id}` has ended ({status}); its event log is closed"
                 )));
             }
+            insert_event(t, run_id, event, now)
+        })
+    }
+
+    fn append_event_as(
+        &self,
+        run_id: &str,
+        worker: &str,
+        event: &NewEvent<'_>,
+        now: i64,
+    ) -> Result<i64> {
+        event.validate()?;
+        self.write(|t| {
+            check_lease_holder(t, run_id, worker)?;
             insert_event(t, run_id, event, now)
         })
     }
@@ -392,6 +421,24 @@ fn finish_in(
     Ok(true)
 }
 
+/// `Conflict` unless the run is running under `worker`'s lease.
+pub(super) fn check_lease_holder(c: &Connection, run_id: &str, worker: &str) -> Result<()> {
+    let (status, holder): (RunStatus, Option<String>) = c
+        .query_row(
+            "SELECT status, lease_owner FROM runs WHERE id = ?1",
+            [run_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?
+        .ok_or_else(|| run_not_found(run_id))?;
+    if status != RunStatus::Running || holder.as_deref() != Some(worker) {
+        return Err(StoreError::Conflict(format!(
+            "run `{run_id}` is not held by this worker ({status})"
+        )));
+    }
+    Ok(())
+}
+
 fn run_status(c: &Connection, run_id: &str) -> Result<RunStatus> {
     c.query_row("SELECT status FROM runs WHERE id = ?1", [run_id], |r| {
         r.get(0)
@@ -452,10 +499,11 @@ mod tests {
     }
 
     /// Queues `count` runs, one per turn of one conversation, created at times 1, 2, ….
+    /// `count` queued runs, each in its own conversation (so none waits for another).
     fn queue_runs(store: &Store, count: i64) -> Vec<String> {
-        let conversation = store.create_conversation(OWNER, "c", 0).unwrap();
         (1..=count)
             .map(|now| {
+                let conversation = store.create_conversation(OWNER, "c", 0).unwrap();
                 store
                     .add_user_message_with_run(OWNER, &conversation.id, "q", now)
                     .unwrap()
@@ -469,6 +517,58 @@ mod tests {
             event_type: "token",
             data,
         }
+    }
+
+    #[test]
+    fn only_the_lease_holder_appends_and_turns_are_claimed_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("w.db")).unwrap();
+        let user = store
+            .create_user("ann", Role::Operator, "password1", 1)
+            .unwrap();
+        let conversation = store.create_conversation(user.id, "c", 1).unwrap();
+        let first = store
+            .add_user_message_with_run(user.id, &conversation.id, "a", 2)
+            .unwrap();
+        let second = store
+            .add_user_message_with_run(user.id, &conversation.id, "b", 3)
+            .unwrap();
+        let event = NewEvent {
+            event_type: "message.delta",
+            data: "{}",
+        };
+
+        let claimed = store.claim_next("w1", 4, 30).unwrap().unwrap();
+        assert_eq!(claimed.id, first.run_id);
+        // The second turn waits for the first, even with a free worker.
+        assert_eq!(store.claim_next("w2", 4, 30).unwrap(), None);
+        assert_eq!(
+            store
+                .append_event_as(&first.run_id, "w1", &event, 5)
+                .unwrap(),
+            1
+        );
+        assert!(matches!(
+            store.append_event_as(&first.run_id, "w2", &event, 5),
+            Err(StoreError::Conflict(_))
+        ));
+        // Reclaimed and taken by another worker: the first one can no longer write.
+        store.reclaim_expired(100).unwrap();
+        assert_eq!(
+            store.claim_next("w2", 100, 30).unwrap().unwrap().id,
+            first.run_id
+        );
+        assert!(matches!(
+            store.append_event_as(&first.run_id, "w1", &event, 101),
+            Err(StoreError::Conflict(_))
+        ));
+        store
+            .finish(&first.run_id, RunStatus::Completed, None, 102)
+            .unwrap();
+        assert_eq!(
+            store.claim_next("w1", 103, 30).unwrap().unwrap().id,
+            second.run_id
+        );
     }
 
     #[test]
