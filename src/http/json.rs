@@ -44,53 +44,43 @@ impl From<JsonRejection> for ApiError {
     }
 }
 
-/// Path parameters of type `T`; a bad one (not UTF-8, say) is a 400 in the JSON shape.
-pub struct ApiPath<T>(pub T);
+/// Defines `$name<T>`: axum's `$inner` extractor whose rejection is a 400 in the JSON shape.
+macro_rules! json_rejecting_extractor {
+    ($(#[$doc:meta])* $name:ident wraps $inner:ident) => {
+        $(#[$doc])*
+        pub struct $name<T>(pub T);
 
-impl<T, S> axum::extract::FromRequestParts<S> for ApiPath<T>
-where
-    T: DeserializeOwned + Send,
-    S: Send + Sync,
-{
-    type Rejection = ApiError;
+        impl<T, S> axum::extract::FromRequestParts<S> for $name<T>
+        where
+            T: DeserializeOwned + Send,
+            S: Send + Sync,
+        {
+            type Rejection = ApiError;
 
-    async fn from_request_parts(
-        parts: &mut axum::http::request::Parts,
-        state: &S,
-    ) -> Result<Self, Self::Rejection> {
-        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
-            Ok(axum::extract::Path(value)) => Ok(ApiPath(value)),
-            Err(rejection) => Err(ApiError::InvalidRequest {
-                message: rejection.body_text(),
-                param: None,
-            }),
+            async fn from_request_parts(
+                parts: &mut axum::http::request::Parts,
+                state: &S,
+            ) -> Result<Self, Self::Rejection> {
+                match axum::extract::$inner::<T>::from_request_parts(parts, state).await {
+                    Ok(axum::extract::$inner(value)) => Ok($name(value)),
+                    Err(rejection) => Err(ApiError::InvalidRequest {
+                        message: rejection.body_text(),
+                        param: None,
+                    }),
+                }
+            }
         }
-    }
+    };
 }
 
-/// Query-string parameters of type `T`; a bad query string is a 400 in the JSON shape.
-pub struct ApiQuery<T>(pub T);
-
-impl<T, S> axum::extract::FromRequestParts<S> for ApiQuery<T>
-where
-    T: DeserializeOwned,
-    S: Send + Sync,
-{
-    type Rejection = ApiError;
-
-    async fn from_request_parts(
-        parts: &mut axum::http::request::Parts,
-        state: &S,
-    ) -> Result<Self, Self::Rejection> {
-        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
-            Ok(axum::extract::Query(value)) => Ok(ApiQuery(value)),
-            Err(rejection) => Err(ApiError::InvalidRequest {
-                message: rejection.body_text(),
-                param: None,
-            }),
-        }
-    }
-}
+json_rejecting_extractor!(
+    /// Path parameters of type `T`; a bad one (not UTF-8, say) is a 400 in the JSON shape.
+    ApiPath wraps Path
+);
+json_rejecting_extractor!(
+    /// Query-string parameters of type `T`; a bad query string is a 400 in the JSON shape.
+    ApiQuery wraps Query
+);
 
 #[cfg(test)]
 mod tests {
