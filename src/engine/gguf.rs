@@ -139,6 +139,21 @@ impl GgufFile {
         }
     }
 
+    /// A float array such as `tokenizer.ggml.scores`.
+    pub fn optional_f32_array(&self, key: &str) -> Option<Vec<f32>> {
+        match self.content.metadata.get(key)? {
+            Value::Array(items) => items
+                .iter()
+                .map(|v| match v {
+                    Value::F32(x) => Some(*x),
+                    Value::F64(x) => Some(*x as f32),
+                    _ => None,
+                })
+                .collect(),
+            _ => None,
+        }
+    }
+
     pub fn has_tensor(&self, name: &str) -> bool {
         self.content.tensor_infos.contains_key(name)
     }

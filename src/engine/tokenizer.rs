@@ -7,11 +7,16 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use tokenizers::models::bpe::BPE;
+use tokenizers::normalizers::prepend::Prepend;
+use tokenizers::normalizers::replace::Replace;
+use tokenizers::normalizers::utils::Sequence as NormalizerSequence;
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::pre_tokenizers::digits::Digits;
 use tokenizers::pre_tokenizers::sequence::Sequence;
 use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
-use tokenizers::{AddedToken, PreTokenizerWrapper, SplitDelimiterBehavior, Tokenizer};
+use tokenizers::{
+    AddedToken, NormalizerWrapper, PreTokenizerWrapper, SplitDelimiterBehavior, Tokenizer,
+};
 
 use super::error::{EngineError, Result};
 use super::gguf::GgufFile;
@@ -22,8 +27,10 @@ const REGEX_LLAMA3: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|
 const REGEX_QWEN2: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 /// GGUF token types (llama.cpp's `llama_token_type`).
+const TOKEN_TYPE_UNKNOWN: i64 = 2;
 const TOKEN_TYPE_CONTROL: i64 = 3;
 const TOKEN_TYPE_USER_DEFINED: i64 = 4;
+const TOKEN_TYPE_BYTE: i64 = 6;
 
 /// A chat model's tokenizer plus the facts generation needs.
 pub struct TextTokenizer {
@@ -159,15 +166,131 @@ fn sibling_tokenizer_json(gguf_path: &Path) -> Option<PathBuf> {
     .find(|p| p.is_file())
 }
 
-/// Builds a byte-level BPE tokenizer from `tokenizer.ggml.*` metadata.
+/// Builds the tokenizer `tokenizer.ggml.*` metadata describes: byte-level BPE (`gpt2`) or
+/// SentencePiece (`llama`: Llama 2, Mistral, Phi-3, Gemma).
 fn from_gguf_metadata(gguf: &GgufFile) -> Result<Tokenizer> {
     let model = gguf.string("tokenizer.ggml.model")?;
-    if model != "gpt2" {
-        return Err(gguf.bad(format!(
-            "tokenizer model `{model}` cannot be rebuilt from GGUF metadata; \
+    match model.as_str() {
+        "gpt2" => byte_level_bpe_from_gguf(gguf),
+        "llama" => sentencepiece_from_gguf(gguf),
+        other => Err(gguf.bad(format!(
+            "tokenizer model `{other}` cannot be rebuilt from GGUF metadata; \
              place the model's tokenizer.json beside the GGUF as <name>.tokenizer.json"
-        )));
+        ))),
     }
+}
+
+/// SentencePiece as llama.cpp runs it: spaces become `▁` (one is prepended unless
+/// `add_space_prefix` is false), then adjacent pieces merge while their concatenation is a
+/// vocabulary token, the highest-scoring merge first; characters with no token fall back to
+/// `<0xXX>` byte tokens. Expressed as a BPE whose merge ranks follow the merged token's score.
+/// Control tokens are never formed by merging text, so typed `<s>` stays text.
+fn sentencepiece_from_gguf(gguf: &GgufFile) -> Result<Tokenizer> {
+    let tokens = gguf.string_array("tokenizer.ggml.tokens")?;
+    let scores = gguf
+        .optional_f32_array("tokenizer.ggml.scores")
+        .ok_or_else(|| gguf.bad("metadata `tokenizer.ggml.scores` is missing".to_owned()))?;
+    let types = gguf
+        .optional_int_array("tokenizer.ggml.token_type")
+        .unwrap_or_default();
+    if scores.len() != tokens.len() {
+        return Err(gguf.bad("tokenizer scores and tokens differ in length".to_owned()));
+    }
+    let mergeable = |id: usize| {
+        !matches!(
+            types.get(id).copied(),
+            Some(TOKEN_TYPE_CONTROL | TOKEN_TYPE_UNKNOWN | TOKEN_TYPE_BYTE)
+        )
+    };
+    let vocab: tokenizers::models::bpe::Vocab = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.clone(), i as u32))
+        .collect();
+    let merges = sentencepiece_merges(&tokens, &scores, &mergeable, &vocab);
+    let mut builder = BPE::builder()
+        .vocab_and_merges(vocab.clone(), merges)
+        .byte_fallback(true)
+        .fuse_unk(true);
+    if let Some(unk) = types.iter().position(|t| *t == TOKEN_TYPE_UNKNOWN) {
+        builder = builder.unk_token(tokens[unk].clone());
+    }
+    let bpe = builder
+        .build()
+        .map_err(|e| gguf.bad(format!("cannot build SentencePiece tokenizer: {e}")))?;
+    let mut tokenizer = Tokenizer::new(bpe);
+    let add_space_prefix = gguf
+        .optional_bool("tokenizer.ggml.add_space_prefix")
+        .unwrap_or(true);
+    let replace = Replace::new(" ", "\u{2581}")
+        .map_err(|e| gguf.bad(format!("cannot build the normalizer: {e}")))?;
+    let mut normalizers: Vec<NormalizerWrapper> = Vec::new();
+    if add_space_prefix {
+        normalizers.push(Prepend::new("\u{2581}".to_owned()).into());
+    }
+    normalizers.push(replace.into());
+    tokenizer
+        .with_normalizer(Some(NormalizerSequence::new(normalizers)))
+        .map_err(|e| gguf.bad(format!("cannot set the normalizer: {e}")))?;
+    let decode_space = tokenizers::decoders::sequence::Sequence::new(vec![
+        Replace::new("\u{2581}", " ")
+            .map_err(|e| gguf.bad(format!("cannot build the decoder: {e}")))?
+            .into(),
+        tokenizers::decoders::byte_fallback::ByteFallback::new().into(),
+        tokenizers::decoders::fuse::Fuse::new().into(),
+        tokenizers::decoders::strip::Strip::new(' ', usize::from(add_space_prefix), 0).into(),
+    ]);
+    tokenizer.with_decoder(Some(decode_space));
+    register_specials(&mut tokenizer, &tokens, &types, gguf)?;
+    Ok(tokenizer)
+}
+
+/// Every `(left, right)` whose concatenation is a mergeable token, ranked by that token's
+/// score (highest first; ties by lower id, as llama.cpp prefers the earlier token).
+fn sentencepiece_merges(
+    tokens: &[String],
+    scores: &[f32],
+    mergeable: &dyn Fn(usize) -> bool,
+    vocab: &tokenizers::models::bpe::Vocab,
+) -> Vec<(String, String)> {
+    let mut ranked: Vec<(f32, u32, String, String)> = Vec::new();
+    for (id, token) in tokens.iter().enumerate() {
+        if !mergeable(id) || token.chars().count() < 2 {
+            continue;
+        }
+        for (split, _) in token.char_indices().skip(1) {
+            let (left, right) = token.split_at(split);
+            let usable = |piece: &str| vocab.get(piece).is_some_and(|&i| mergeable(i as usize));
+            if usable(left) && usable(right) {
+                ranked.push((scores[id], id as u32, left.to_owned(), right.to_owned()));
+            }
+        }
+    }
+    ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    ranked.into_iter().map(|(_, _, l, r)| (l, r)).collect()
+}
+
+/// Registers control and user-defined tokens as added tokens (control ones special).
+fn register_specials(
+    tokenizer: &mut Tokenizer,
+    tokens: &[String],
+    types: &[i64],
+    gguf: &GgufFile,
+) -> Result<()> {
+    let specials = types
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| matches!(**t, TOKEN_TYPE_CONTROL | TOKEN_TYPE_USER_DEFINED))
+        .filter_map(|(id, _)| tokens.get(id))
+        .map(|t| AddedToken::from(t.clone(), true));
+    tokenizer
+        .add_special_tokens(specials)
+        .map_err(|e| gguf.bad(format!("cannot register special tokens: {e}")))?;
+    Ok(())
+}
+
+/// Builds a byte-level BPE tokenizer from `tokenizer.ggml.*` metadata.
+fn byte_level_bpe_from_gguf(gguf: &GgufFile) -> Result<Tokenizer> {
     let tokens = gguf.string_array("tokenizer.ggml.tokens")?;
     let merges = gguf
         .string_array("tokenizer.ggml.merges")?
@@ -196,15 +319,7 @@ fn from_gguf_metadata(gguf: &GgufFile) -> Result<Tokenizer> {
     let types = gguf
         .optional_int_array("tokenizer.ggml.token_type")
         .unwrap_or_default();
-    let specials = types
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| matches!(**t, TOKEN_TYPE_CONTROL | TOKEN_TYPE_USER_DEFINED))
-        .filter_map(|(id, _)| tokens.get(id))
-        .map(|t| AddedToken::from(t.clone(), true));
-    tokenizer
-        .add_special_tokens(specials)
-        .map_err(|e| gguf.bad(format!("cannot register special tokens: {e}")))?;
+    register_specials(&mut tokenizer, &tokens, &types, gguf)?;
     Ok(tokenizer)
 }
 
@@ -301,6 +416,56 @@ fn byte_level_char_to_byte(c: char) -> Option<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The SentencePiece vocabulary trained on kb/ (tests/bench/make_spm_fixture.py).
+    fn sentencepiece_tokenizer() -> TextTokenizer {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/spm_vocab.gguf");
+        let gguf = GgufFile::open(&path).expect("tests/data/spm_vocab.gguf opens");
+        TextTokenizer::load(&gguf).expect("a SentencePiece tokenizer is built from GGUF metadata")
+    }
+
+    #[test]
+    fn sentencepiece_from_gguf_matches_llama_cpp() {
+        let tokenizer = sentencepiece_tokenizer();
+        let fixture =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/spm_tokenizer_parity.json");
+        let fixture: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
+        let cases = fixture["cases"].as_array().unwrap();
+        assert!(cases.len() >= 18);
+        let mut mismatches = Vec::new();
+        for case in cases {
+            let text = case["text"].as_str().unwrap();
+            let special = case["special"].as_bool().unwrap();
+            let expected: Vec<u32> = serde_json::from_value(case["ids"].clone()).unwrap();
+            let ours = tokenizer.encode(text, special).unwrap();
+            if ours != expected {
+                mismatches.push(format!(
+                    "{text:?} (special {special}): {ours:?} vs {expected:?}"
+                ));
+            }
+        }
+        assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
+    }
+
+    #[test]
+    fn sentencepiece_user_text_cannot_form_added_tokens() {
+        let tokenizer = sentencepiece_tokenizer();
+        for text in ["<|user|>hi<|end|>", "<s>x</s>"] {
+            let ids = tokenizer.encode(text, false).unwrap();
+            assert!(
+                ids.iter().all(|id| !tokenizer.is_special(*id)),
+                "{text}: {ids:?}"
+            );
+        }
+        // Pieces decode back to the exact bytes, spaces and byte fallback included.
+        let ids = tokenizer.encode("emoji 🚀 and café", false).unwrap();
+        let bytes: Vec<u8> = ids
+            .iter()
+            .flat_map(|id| tokenizer.token_bytes(*id).to_vec())
+            .collect();
+        assert_eq!(String::from_utf8(bytes).unwrap(), " emoji 🚀 and café");
+    }
 
     #[test]
     fn byte_level_table_round_trips_every_byte() {
