@@ -137,7 +137,9 @@ impl RunService {
         )?;
         if let Some(seq) = appended {
             self.bus.publish(run_id, seq, true);
-            if let Some(workers) = &self.workers {
+            // Only a claimed run has a worker to stop (and to forget the mark afterwards);
+            // a queued one is never claimed once cancelled.
+            if let (Some(workers), RunStatus::Running) = (&self.workers, run.status) {
                 workers.cancellations().insert(run_id);
             }
         }
