@@ -16,9 +16,13 @@
 //! - `runs`: run lifecycle: worker threads claiming runs under a lease, crash resume from
 //!   the event log, cancellation, the closed public event set and its bus. Never touches
 //!   axum or model internals.
+//! - `agent`: what a chat turn does: input safety, intent router, execution policy, tool
+//!   registry and catalog, direct reads, pending actions, bounded structured ReAct with
+//!   cited knowledge answers. Never touches axum, SQL or candle.
 //! - `knowledge`: wiring of retrieval to the store and the engine's embedding model.
 //! - `cli`: the commands (`serve`, `ask`, `models`, `bench`, `kb`, `eval`).
 
+pub mod agent;
 pub mod cli;
 pub mod config;
 pub mod engine;

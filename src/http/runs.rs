@@ -215,6 +215,7 @@ impl Follower {
 fn run_json(run: &Run) -> serde_json::Value {
     json!({
         "id": run.id,
+        "kind": run.kind,
         "conversation_id": run.conversation_id,
         "turn": run.turn,
         "status": run.status,

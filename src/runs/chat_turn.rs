@@ -163,17 +163,20 @@ impl Turn<'_> {
     /// The system prompt, the conversation before this turn (newest kept within limits)
     /// and this turn's user message.
     fn prompt_messages(&self, run: &Run) -> Result<Vec<ChatMessage>, Stop> {
+        let (Some(conversation_id), Some(turn)) = (&run.conversation_id, run.turn) else {
+            return Err(Stop::Failed("the run is not a chat turn".to_owned()));
+        };
         let (_, messages) = self
             .context
             .store
-            .conversation(run.owner_id, &run.conversation_id)?;
+            .conversation(run.owner_id, conversation_id)?;
         let question = messages
             .iter()
-            .find(|m| m.turn == run.turn && m.role == MessageRole::User)
+            .find(|m| m.turn == turn && m.role == MessageRole::User)
             .ok_or_else(|| Stop::Failed("the question of this turn is missing".to_owned()))?;
         let mut earlier: Vec<ChatMessage> = Vec::new();
         let mut chars = 0;
-        for message in messages.iter().rev().filter(|m| m.turn < run.turn) {
+        for message in messages.iter().rev().filter(|m| m.turn < turn) {
             chars += message.content.len();
             if earlier.len() >= MAX_HISTORY_MESSAGES || chars > MAX_HISTORY_CHARS {
                 break;

@@ -254,14 +254,17 @@ fn complete_turn_in(
             [run_id],
             |r| {
                 Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, i64>(1)?,
+                    r.get::<_, Option<String>>(0)?,
+                    r.get::<_, Option<i64>>(1)?,
                     r.get::<_, RunStatus>(2)?,
                 ))
             },
         )
         .optional()?
         .ok_or_else(|| StoreError::NotFound(format!("run `{run_id}`")))?;
+    let (Some(conversation_id), Some(turn)) = (conversation_id, turn) else {
+        return Err(StoreError::Invalid(format!("run `{run_id}` is not a chat turn")));
+    };
     let answered: Option<String> = t
         .query_row(
             "SELECT id FROM messages WHERE conversation_id = ?1 AND turn = ?2 AND role = 'assistant'",

@@ -145,6 +145,151 @@ const MIGRATIONS: &[&str] = &[
         SELECT RAISE(ABORT, 'audit rows are append-only');
     END;
     "#,
+    // 3: the chat agent. Runs get a kind and may exist without a conversation (diagnostic
+    // tasks); route records, pending actions and their confirmations, recovery approvals,
+    // the tool ledger, incidents (from alerts or by hand) and diagnostic tasks. Applied with
+    // foreign keys off (see `apply`), so rebuilding `runs` keeps its events and messages.
+    r#"
+    CREATE TABLE runs_v3 (
+        id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL DEFAULT 'chat_turn' CHECK (kind IN ('chat_turn', 'diagnostic')),
+        owner_id INTEGER NOT NULL REFERENCES users(id),
+        conversation_id TEXT REFERENCES conversations(id) ON DELETE CASCADE,
+        turn INTEGER,
+        status TEXT NOT NULL
+            CHECK (status IN ('queued', 'running', 'completed', 'failed', 'cancelled')),
+        failure_reason TEXT,
+        lease_owner TEXT,
+        lease_expires_at INTEGER,
+        checkpoint TEXT CHECK (checkpoint IS NULL OR json_valid(checkpoint)),
+        attempts INTEGER NOT NULL DEFAULT 0,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        CHECK (kind <> 'chat_turn' OR (conversation_id IS NOT NULL AND turn IS NOT NULL))
+    );
+    INSERT INTO runs_v3 (id, kind, owner_id, conversation_id, turn, status, failure_reason,
+                         lease_owner, lease_expires_at, checkpoint, attempts, created_at,
+                         updated_at)
+        SELECT id, 'chat_turn', owner_id, conversation_id, turn, status, failure_reason,
+               lease_owner, lease_expires_at, checkpoint, attempts, created_at, updated_at
+        FROM runs;
+    DROP TABLE runs;
+    ALTER TABLE runs_v3 RENAME TO runs;
+    CREATE INDEX runs_status ON runs(status, created_at);
+    CREATE INDEX runs_conversation ON runs(conversation_id, turn);
+
+    -- How the agent routed a run's message: public, auditable fields only.
+    CREATE TABLE route_records (
+        run_id TEXT PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+        intent TEXT NOT NULL,
+        confidence REAL NOT NULL CHECK (confidence >= 0 AND confidence <= 1),
+        source TEXT NOT NULL CHECK (source IN ('rule', 'classifier', 'fallback')),
+        mode TEXT NOT NULL,
+        incident_id TEXT,
+        diagnostic_task_id TEXT,
+        needs_clarification INTEGER NOT NULL CHECK (needs_clarification IN (0, 1)),
+        blocked_reason TEXT,
+        flags TEXT NOT NULL CHECK (json_valid(flags)),
+        created_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+
+    -- Citations an assistant message carries, numbered as the answer cites them.
+    CREATE TABLE message_citations (
+        message_id TEXT NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+        n INTEGER NOT NULL CHECK (n >= 1),
+        citation TEXT NOT NULL CHECK (json_valid(citation)),
+        PRIMARY KEY (message_id, n)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE incidents (
+        id TEXT PRIMARY KEY,
+        fingerprint TEXT UNIQUE,
+        title TEXT NOT NULL,
+        service TEXT NOT NULL,
+        severity TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('firing', 'resolved', 'open', 'closed')),
+        labels TEXT NOT NULL CHECK (json_valid(labels)),
+        annotations TEXT NOT NULL CHECK (json_valid(annotations)),
+        starts_at INTEGER,
+        ends_at INTEGER,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL
+    );
+    CREATE INDEX incidents_updated ON incidents(updated_at);
+
+    -- A diagnostic task belongs to its owner; `report` holds the graph's structured result.
+    CREATE TABLE diagnostic_tasks (
+        id TEXT PRIMARY KEY,
+        incident_id TEXT NOT NULL REFERENCES incidents(id),
+        owner_id INTEGER NOT NULL REFERENCES users(id),
+        run_id TEXT REFERENCES runs(id),
+        status TEXT NOT NULL CHECK (status IN ('waiting_for_graph', 'queued', 'running',
+                                                'completed', 'failed', 'cancelled')),
+        report TEXT CHECK (report IS NULL OR json_valid(report)),
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL
+    );
+    CREATE INDEX diagnostic_tasks_owner ON diagnostic_tasks(owner_id, created_at);
+
+    -- Something only a person may set going: its exact parameters are bound by their hash.
+    CREATE TABLE pending_actions (
+        id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL CHECK (kind IN ('diagnostic_start', 'recovery_request')),
+        target TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        parameters TEXT NOT NULL CHECK (json_valid(parameters)),
+        parameters_hash TEXT NOT NULL,
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        owner_id INTEGER NOT NULL REFERENCES users(id),
+        status TEXT NOT NULL CHECK (status IN ('pending', 'confirmed', 'rejected', 'expired',
+                                                'executed', 'failed')),
+        result TEXT CHECK (result IS NULL OR json_valid(result)),
+        expires_at INTEGER NOT NULL,
+        decided_by INTEGER REFERENCES users(id),
+        decided_at INTEGER,
+        created_at INTEGER NOT NULL
+    );
+    CREATE INDEX pending_actions_owner ON pending_actions(owner_id, created_at);
+    -- Idempotency keys of confirm/reject requests: a key is bound to one action, decision
+    -- and parameters hash; `response` is replayed for a repeated request.
+    CREATE TABLE action_requests (
+        owner_id INTEGER NOT NULL REFERENCES users(id),
+        idempotency_key TEXT NOT NULL,
+        action_id TEXT NOT NULL REFERENCES pending_actions(id),
+        decision TEXT NOT NULL CHECK (decision IN ('confirm', 'reject')),
+        parameters_hash TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('in_flight', 'done')),
+        response TEXT CHECK (response IS NULL OR json_valid(response)),
+        created_at INTEGER NOT NULL,
+        PRIMARY KEY (owner_id, idempotency_key)
+    ) WITHOUT ROWID;
+    -- A confirmed recovery request: an approval on record; nothing is executed.
+    CREATE TABLE recovery_approvals (
+        id TEXT PRIMARY KEY,
+        action_id TEXT NOT NULL UNIQUE REFERENCES pending_actions(id),
+        diagnostic_task_id TEXT NOT NULL,
+        approved_by INTEGER NOT NULL REFERENCES users(id),
+        parameters_hash TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+    );
+
+    -- Every tool call of a run, keyed by hash(run, logical step, tool, canonical arguments):
+    -- a resumed run reuses a stored result instead of calling again.
+    CREATE TABLE tool_ledger (
+        tool_call_key TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        step INTEGER NOT NULL,
+        tool TEXT NOT NULL,
+        side_effect TEXT NOT NULL CHECK (side_effect IN ('read', 'write', 'dangerous')),
+        state TEXT NOT NULL CHECK (state IN ('claimed', 'succeeded', 'failed', 'uncertain')),
+        claimed_by TEXT NOT NULL,
+        result TEXT CHECK (result IS NULL OR json_valid(result)),
+        error TEXT,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX tool_ledger_run ON tool_ledger(run_id, step);
+    "#,
 ];
 
 /// The schema version this build creates.
@@ -158,11 +303,36 @@ pub fn apply(connection: &mut Connection) -> Result<()> {
             known: LATEST,
         });
     }
+    if current == LATEST {
+        return Ok(());
+    }
+    // SQLite's way to rebuild a table: with foreign keys off (dropping a parent table
+    // would otherwise cascade into its children), checked before each commit.
+    let enforced: bool = connection.query_row("PRAGMA foreign_keys", [], |row| row.get(0))?;
+    connection.pragma_update(None, "foreign_keys", "OFF")?;
+    let applied = apply_from(connection, current);
+    if enforced {
+        connection.pragma_update(None, "foreign_keys", "ON")?;
+    }
+    applied
+}
+
+fn apply_from(connection: &mut Connection, current: u32) -> Result<()> {
     for (index, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
         let version = index as u32 + 1;
         let migration_err = |source| StoreError::Migration { version, source };
         let transaction = connection.transaction().map_err(migration_err)?;
         transaction.execute_batch(sql).map_err(migration_err)?;
+        let violations: i64 = transaction
+            .query_row("SELECT COUNT(*) FROM pragma_foreign_key_check", [], |r| {
+                r.get(0)
+            })
+            .map_err(migration_err)?;
+        if violations > 0 {
+            return Err(StoreError::Corrupt(format!(
+                "migration {version} would leave {violations} broken references"
+            )));
+        }
         transaction
             .pragma_update(None, "user_version", version)
             .map_err(migration_err)?;

@@ -36,7 +36,7 @@ pub use kb_catalog::{
 };
 pub use maintenance::HealthCounts;
 pub use passwords::{MAX_PASSWORD_CHARS, MAX_USER_NAME_CHARS, MIN_PASSWORD_CHARS};
-pub use runs::{Event, NewEvent, Run, RunStatus, Runs, MAX_EVENTS_PER_READ};
+pub use runs::{Event, NewEvent, Run, RunKind, RunStatus, Runs, MAX_EVENTS_PER_READ};
 pub use secrets::{secret_hash, secret_matches_hash};
 
 /// How long a statement waits for a lock held by another connection.

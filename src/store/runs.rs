@@ -37,13 +37,28 @@ impl RunStatus {
     }
 }
 
+/// What a run does: answer a chat turn, or run a diagnostic task (no conversation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunKind {
+    ChatTurn,
+    Diagnostic,
+}
+
+text_enum!(RunKind, "run kind", {
+    ChatTurn => "chat_turn",
+    Diagnostic => "diagnostic",
+});
+
 /// A run as stored. `checkpoint` is private resume state (JSON), never a public event.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Run {
     pub id: String,
+    pub kind: RunKind,
     pub owner_id: i64,
-    pub conversation_id: String,
-    pub turn: i64,
+    /// Set for chat turns; a diagnostic run has no conversation.
+    pub conversation_id: Option<String>,
+    pub turn: Option<i64>,
     pub status: RunStatus,
     pub failure_reason: Option<String>,
     pub lease_owner: Option<String>,
@@ -78,9 +93,10 @@ pub struct Event {
 pub trait Runs {
     /// The run if `owner` owns it; `NotFound` alike for missing and not owned.
     fn run(&self, owner: i64, id: &str) -> Result<Run>;
-    /// Atomically takes the oldest run that is queued, or running under an expired lease,
-    /// and gives `worker` a lease on it until `now + lease_secs`. A conversation's turns are
-    /// answered in order: a run waits while an earlier turn's run has not ended.
+    /// Atomically takes the oldest chat-turn run that is queued, or running under an expired
+    /// lease, and gives `worker` a lease on it until `now + lease_secs`. A conversation's
+    /// turns are answered in order: a run waits while an earlier turn's run has not ended.
+    /// Diagnostic runs are left for the diagnostic graph's driver.
     fn claim_next(&self, worker: &str, now: i64, lease_secs: i64) -> Result<Option<Run>>;
     /// Extends `worker`'s lease; `false` when the lease is lost (another worker claimed the
     /// run, it was reclaimed, or it ended). An expired lease nobody took is still held.
@@ -157,7 +173,8 @@ impl Runs for Store {
             let claimable: Option<String> = t
                 .query_row(
                     "SELECT id FROM runs
-                     WHERE (status = 'queued' OR (status = 'running' AND lease_expires_at <= ?1))
+                     WHERE kind = 'chat_turn'
+                       AND (status = 'queued' OR (status = 'running' AND lease_expires_at <= ?1))
                        AND NOT EXISTS (
                            SELECT 1 FROM runs AS earlier
                            WHERE earlier.conversation_id = runs.conversation_id
@@ -332,7 +349,18 @@ impl NewEvent<'_> {
     }
 }
 
-/// Inserts a `queued` run (inside the caller's transaction).
+/// Inserts a `queued` diagnostic run, which has no conversation (inside the caller's
+/// transaction).
+pub(super) fn insert_queued_diagnostic_run(t: &Connection, id: &str, owner: i64, now: i64) -> Result<()> {
+    t.execute(
+        "INSERT INTO runs (id, kind, owner_id, status, created_at, updated_at)
+         VALUES (?1, 'diagnostic', ?2, 'queued', ?3, ?3)",
+        params![id, owner, now],
+    )?;
+    Ok(())
+}
+
+/// Inserts a `queued` chat-turn run (inside the caller's transaction).
 pub(super) fn insert_queued_run(
     t: &Connection,
     id: &str,
@@ -387,7 +415,7 @@ pub(super) fn set_terminal_status(
 }
 
 const RUN_COLUMNS: &str = "id, owner_id, conversation_id, turn, status, failure_reason, \
-     lease_owner, lease_expires_at, checkpoint, attempts, created_at, updated_at";
+     lease_owner, lease_expires_at, checkpoint, attempts, created_at, updated_at, kind";
 
 fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Run> {
     Ok(Run {
@@ -403,6 +431,7 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Run> {
         attempts: row.get(9)?,
         created_at: row.get(10)?,
         updated_at: row.get(11)?,
+        kind: row.get(12)?,
     })
 }
 
