@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::engine::{EngineConfig, ModelKind, ModelSpec};
-use crate::http::HttpLimits;
+use crate::engine::{EngineConfig, ModelKind, ModelSpec, OutputLimits};
+use crate::http::{AlertWebhook, HttpLimits};
 use crate::model_files::{resolve, Manifest, ModelFileError};
 use crate::retrieval::RetrievalConfig;
 
@@ -39,6 +39,9 @@ pub struct ModelFlags {
     /// Context window cap in tokens (memory bound), whatever the model allows.
     #[arg(long, env = "WARDEN_MAX_CONTEXT", default_value_t = 8192)]
     pub max_context: usize,
+    /// Longest string constrained JSON output may hold where its schema sets no maxLength.
+    #[arg(long, env = "WARDEN_MAX_OUTPUT_STRING", default_value_t = 512)]
+    pub max_output_string: usize,
 }
 
 /// Flags that tune hybrid retrieval, shared by the server and the `kb`/`eval` commands.
@@ -71,6 +74,41 @@ impl RetrievalFlags {
             vector_weight: self.vector_weight,
             ..RetrievalConfig::default()
         })
+    }
+}
+
+/// Shortest alert webhook token accepted.
+const MIN_ALERT_TOKEN_CHARS: usize = 16;
+
+/// The Alertmanager webhook's credential (`POST /api/alerts`).
+#[derive(Clone, Args)]
+pub struct AlertFlags {
+    /// Token Alertmanager sends as `Authorization: Bearer …` to `POST /api/alerts` (at least
+    /// 16 visible characters; prefer the environment variable). Without it the webhook is off.
+    #[arg(long, env = "WARDEN_ALERT_TOKEN", hide_env_values = true)]
+    pub alert_token: Option<String>,
+}
+
+impl std::fmt::Debug for AlertFlags {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let token = self.alert_token.as_ref().map(|_| "<set>");
+        f.debug_struct("AlertFlags").field("alert_token", &token).finish()
+    }
+}
+
+impl AlertFlags {
+    /// The webhook, off when no token is set; an empty token counts as none.
+    pub fn webhook(&self) -> Result<AlertWebhook, ConfigError> {
+        let Some(token) = self.alert_token.as_deref().filter(|t| !t.is_empty()) else {
+            return Ok(AlertWebhook::default());
+        };
+        let visible = token.chars().all(|c| c.is_ascii_graphic());
+        if token.chars().count() < MIN_ALERT_TOKEN_CHARS || !visible {
+            return Err(ConfigError::Invalid(format!(
+                "--alert-token must be at least {MIN_ALERT_TOKEN_CHARS} visible ASCII characters"
+            )));
+        }
+        Ok(AlertWebhook::with_token(token))
     }
 }
 
@@ -122,9 +160,9 @@ impl ServeConfig {
 
 /// The engine settings for the models a command needs.
 pub fn engine_config(flags: &ModelFlags, needs: Needs) -> Result<EngineConfig, ConfigError> {
-    if flags.queue_depth == 0 || flags.max_context < 64 {
+    if flags.queue_depth == 0 || flags.max_context < 64 || flags.max_output_string == 0 {
         return Err(ConfigError::Invalid(
-            "--queue-depth must be ≥ 1 and --max-context ≥ 64".into(),
+            "--queue-depth and --max-output-string must be ≥ 1 and --max-context ≥ 64".into(),
         ));
     }
     let threads = match flags.threads {
@@ -154,6 +192,10 @@ pub fn engine_config(flags: &ModelFlags, needs: Needs) -> Result<EngineConfig, C
         threads,
         queue_depth: flags.queue_depth,
         max_context: flags.max_context,
+        output_limits: OutputLimits {
+            max_string_chars: flags.max_output_string,
+            ..OutputLimits::default()
+        },
     })
 }
 

@@ -34,9 +34,10 @@ export function csrfToken() {
  * Sends one request and returns the parsed JSON body (null for 204). State-changing methods
  * always carry `Content-Type: application/json` and `X-CSRF-Token`. With `signingIn` set, a
  * 401 is the caller's to handle (bad credentials) rather than a sign that the session ended.
+ * `extraHeaders` adds headers such as `Idempotency-Key`.
  */
-export async function request(method, path, { body, signingIn = false } = {}) {
-  const headers = { Accept: 'application/json' };
+export async function request(method, path, { body, signingIn = false, extraHeaders = {} } = {}) {
+  const headers = { ...extraHeaders, Accept: 'application/json' };
   const options = { method, headers, credentials: 'same-origin', cache: 'no-store' };
   if (method !== 'GET' && method !== 'HEAD') {
     headers['Content-Type'] = 'application/json';
@@ -117,6 +118,36 @@ export function getRun(id) {
 
 export function cancelRun(id) {
   return request('POST', `/api/runs/${encodeURIComponent(id)}/cancel`);
+}
+
+/** An action the agent proposed: {id, kind, status, result, …}. */
+export async function getAction(id) {
+  const data = await request('GET', `/api/actions/${encodeURIComponent(id)}`);
+  return data?.action ?? data;
+}
+
+/**
+ * Confirms or rejects a proposed action (`decision` is "confirm" or "reject"), repeating the
+ * parameters hash the person saw. Each click sends a fresh Idempotency-Key, so a retried
+ * request is not decided twice. Resolves to the decided action {id, status, result}.
+ */
+export async function decideAction(id, decision, parametersHash) {
+  if (decision !== 'confirm' && decision !== 'reject') throw new Error(`unknown decision ${decision}`);
+  const data = await request('POST', `/api/actions/${encodeURIComponent(id)}/${decision}`, {
+    body: { parameters_hash: parametersHash },
+    extraHeaders: { 'Idempotency-Key': randomUuid() },
+  });
+  return data?.action ?? data;
+}
+
+/** A random (version 4) UUID; crypto.randomUUID is missing outside secure contexts. */
+export function randomUuid() {
+  if (typeof crypto.randomUUID === 'function' && globalThis.isSecureContext) return crypto.randomUUID();
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  bytes[6] = (bytes[6] & 0x0f) | 0x40;
+  bytes[8] = (bytes[8] & 0x3f) | 0x80;
+  const hex = [...bytes].map((byte) => byte.toString(16).padStart(2, '0')).join('');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
 
 /** The URL of a run's Server-Sent Events stream, replaying events after `after`. */

@@ -2,12 +2,15 @@
 // answer while a run streams. It owns the run lifecycle on the page — posting a message,
 // following the run's events, re-attaching to a run that is still going after a reload,
 // turning the live bubble into the stored answer exactly once, and showing why a run failed.
+// What the agent did besides writing (route, tools, cards, confirmations, citations) is drawn
+// by agent.js from the live events, or for stored answers from a replay of their run.
 
+import { AGENT_EVENTS, createAnswerView } from './agent.js';
 import * as api from './api.js';
 import { h, uniqueId } from './dom.js';
 import { bindAttr, bindText, bindTime } from './i18n.js';
 import { renderMarkdown } from './markdown.js';
-import { followRun } from './stream.js';
+import { followRun, replayRun } from './stream.js';
 import { createTimeline } from './timeline.js';
 
 const ACTIVE_STATUSES = new Set(['queued', 'running']);
@@ -32,6 +35,7 @@ class ChatView {
     this.live = null;
     this.sending = false;
     this.timelines = [];
+    this.replays = [];
 
     this.thread = h('div', { className: 'thread' });
     this.scroller = h('section', { className: 'messages', attrs: { tabindex: '-1' } }, this.thread);
@@ -82,6 +86,8 @@ class ChatView {
     }
     for (const timeline of this.timelines) timeline.dispose();
     this.timelines = [];
+    for (const replay of this.replays) replay.close();
+    this.replays = [];
     this.hideError();
     this.setComposerMode('send');
   }
@@ -126,7 +132,6 @@ class ChatView {
   messageElement(message, runId) {
     const role = message.role === 'user' ? 'user' : 'assistant';
     const body = h('div', { className: 'message-body markdown', testid: 'message-body' });
-    body.appendChild(renderMarkdown(message.content ?? ''));
     const meta = h('div', { className: 'message-meta' },
       bindText(h('span', { className: 'message-author' }), `author.${role}`),
       message.created_at ? bindTime(h('time', { className: 'message-time' }), message.created_at) : null);
@@ -134,11 +139,33 @@ class ChatView {
       className: `message message-${role}`,
       testid: 'message',
       data: { role, messageId: message.id, turn: message.turn, runId },
-    }, meta, body);
-    if (role === 'assistant' && runId) {
-      const timeline = createTimeline(runId);
+    }, meta);
+    if (role === 'user') {
+      body.appendChild(renderMarkdown(message.content ?? ''));
+      article.appendChild(body);
+      return article;
+    }
+    const agent = createAnswerView();
+    const storedCitations = Array.isArray(message.citations) && message.citations.length > 0;
+    agent.setCitations(message.citations);
+    if (message.route) agent.setRoute(message.route);
+    agent.renderText(body, message.content ?? '');
+    article.append(...agent.before, body, ...agent.after);
+    if (runId) {
+      const timeline = createTimeline(runId, { external: true });
       this.timelines.push(timeline);
       article.appendChild(h('div', { className: 'message-footer' }, timeline.element));
+      // The cards, questions and tool calls of a stored answer live in its run's events.
+      this.replays.push(replayRun(runId, {
+        onEvent: (event) => {
+          timeline.record(event);
+          if (!AGENT_EVENTS.has(event.type) || (event.type === 'citation' && storedCitations)) return;
+          const stick = this.nearBottom();
+          if (agent.apply(event)) agent.renderText(body, message.content ?? '');
+          if (stick) this.scrollToBottom();
+        },
+        onDone: (ok) => timeline.finish(ok),
+      }));
     }
     return article;
   }
@@ -212,6 +239,7 @@ class ChatView {
     bindText(status, 'run.queued');
     const timeline = createTimeline(runId, { live: true });
     this.timelines.push(timeline);
+    const agent = createAnswerView();
     const bubble = h('article', {
       className: 'message message-assistant is-live',
       testid: 'message',
@@ -221,9 +249,9 @@ class ChatView {
     h('div', { className: 'message-meta' },
       bindText(h('span', { className: 'message-author' }), 'author.assistant'),
       h('span', { className: 'typing', attrs: { 'aria-hidden': 'true' } }, h('span'), h('span'), h('span'))),
-    body, status, h('div', { className: 'message-footer' }, timeline.element));
+    ...agent.before, body, status, ...agent.after, h('div', { className: 'message-footer' }, timeline.element));
     userElement.after(bubble);
-    const live = { runId, turn, text: '', phase: 'queued', bubble, body, status, timeline, userElement, frame: null, stream: null, stopping: false };
+    const live = { runId, turn, text: '', phase: 'queued', bubble, body, status, timeline, agent, userElement, frame: null, stream: null, stopping: false };
     this.live = live;
     this.setComposerMode('stop');
     this.follow(live, 0);
@@ -245,6 +273,11 @@ class ChatView {
   onRunEvent(live, event) {
     if (live !== this.live) return;
     live.timeline.record(event);
+    if (AGENT_EVENTS.has(event.type)) {
+      const stick = this.nearBottom();
+      if (live.agent.apply(event)) this.scheduleRender(live);
+      if (stick) this.scrollToBottom();
+    }
     switch (event.type) {
       case 'run.started':
         live.phase = 'running';
@@ -256,6 +289,13 @@ class ChatView {
         if (Number.isInteger(event.data.resumed_chars)) live.text = firstCodePoints(live.text, event.data.resumed_chars);
         this.setStatus(live, 'run.resumed', { attempt: event.data.attempt ?? 2 });
         this.scheduleRender(live);
+        break;
+      case 'tool.started':
+        live.phase = 'running';
+        this.setStatus(live, 'run.using_tool', { name: typeof event.data.name === 'string' ? event.data.name : '' });
+        break;
+      case 'tool.completed':
+        this.setStatus(live, 'run.running');
         break;
       case 'message.delta':
         if (live.phase !== 'running' || live.status.dataset.i18n !== 'run.running') {
@@ -285,7 +325,7 @@ class ChatView {
 
   renderLiveText(live) {
     const stick = this.nearBottom();
-    live.body.replaceChildren(renderMarkdown(live.text));
+    live.agent.renderText(live.body, live.text);
     if (stick) this.scrollToBottom();
   }
 
@@ -328,14 +368,15 @@ class ChatView {
   becomeStored(live, stored) {
     const bubble = live.bubble;
     bubble.dataset.messageId = String(stored.id);
-    live.body.replaceChildren(renderMarkdown(stored.content ?? ''));
+    live.agent.setCitations(stored.citations);
+    live.agent.renderText(live.body, stored.content ?? '');
     live.body.removeAttribute('aria-live');
     live.status.remove();
     if (stored.created_at) bubble.querySelector('.message-meta').appendChild(bindTime(h('time', { className: 'message-time' }), stored.created_at));
   }
 
   becomeNotice(live, outcome, reason) {
-    if (live.text.trim() === '') {
+    if (live.text.trim() === '' && !live.agent.hasContent()) {
       const notice = this.runNotice(live.runId, outcome, reason, live.timeline);
       live.bubble.replaceWith(notice);
       return;

@@ -4,6 +4,8 @@
 // the input stays literal text, images render as their alt text, and only http(s):, mailto:
 // and same-site ("/…", "#…") links get an href. The parser is pure (no DOM) so node can test
 // it, and it accepts partial input because answers are re-rendered while they stream.
+// Citation markers ("[1]", "[1, 2]") of passages the caller knows become citation nodes,
+// rendered as buttons; markers of unknown passages, and any inside code or links, stay text.
 
 /** Deepest nesting of block quotes and lists; deeper markers stay literal text. */
 const MAX_BLOCK_DEPTH = 8;
@@ -22,28 +24,39 @@ const LIST_ITEM = /^( {0,3})([-*+]|\d{1,9}[.)])(?:([ \t]+)(.*))?$/;
 const TABLE_SEPARATOR = /^ {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$/;
 const BLANK = /^[ \t]*$/;
 
+/** A citation marker: one or more passage numbers in brackets, "[1]" or "[1, 2]". */
+const CITATION_MARKER = /\[(\d{1,3}(?:[ \t]*,[ \t]*\d{1,3})*)\]/g;
+
 /**
  * Parses markdown into a plain-object tree:
  * document{children} of blocks — paragraph{children}, heading{level, children},
  * code{language, text, closed}, list{ordered, start, items: [{children}]},
  * blockquote{children}, table{align, header, rows}, thematic_break — whose inline
  * children are text{value}, code_span{value}, strong{children}, emphasis{children},
- * link{href, external, children} and line_break.
+ * link{href, external, children}, line_break and citation{n}. Citation nodes appear only
+ * for the numbers in `options.citations` (a Set or Map keyed by number).
  */
-export function parseMarkdown(text) {
+export function parseMarkdown(text, { citations = null } = {}) {
   const source = String(text ?? '');
   if (source.length > MAX_MARKDOWN_CHARS) {
     return { type: 'document', children: [{ type: 'code', language: null, text: source, closed: true }] };
   }
   const lines = source.replace(/\r\n?/g, '\n').replace(/\u0000/g, '\uFFFD').split('\n');
-  return { type: 'document', children: parseBlocks(lines, 0) };
+  const children = parseBlocks(lines, 0);
+  const known = citations && citations.size > 0 ? citations : null;
+  return { type: 'document', children: known ? children.map((block) => citeBlock(block, known)) : children };
 }
 
-/** Renders markdown into a DocumentFragment built only with createElement and text nodes. */
-export function renderMarkdown(text, doc = globalThis.document) {
+/**
+ * Renders markdown into a DocumentFragment built only with createElement and text nodes.
+ * `options.citations` names the passages whose markers become buttons; `citationElement(n)`
+ * may build that button (by default a <button class="citation-ref" data-n>).
+ */
+export function renderMarkdown(text, doc = globalThis.document, { citations = null, citationElement = null } = {}) {
   const fragment = doc.createDocumentFragment();
-  for (const block of parseMarkdown(text).children) {
-    fragment.appendChild(renderBlock(block, doc));
+  const context = { doc, citationElement };
+  for (const block of parseMarkdown(text, { citations }).children) {
+    fragment.appendChild(renderBlock(block, context));
   }
   return fragment;
 }
@@ -558,25 +571,75 @@ function isWordChar(char) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Rendering
+// Citations
 
-function renderBlock(block, doc) {
+function citeBlock(block, known) {
   switch (block.type) {
     case 'paragraph':
-      return withInlines(doc.createElement('p'), block.children, doc);
     case 'heading':
-      return withInlines(doc.createElement(`h${block.level}`), block.children, doc);
-    case 'code':
-      return renderCodeBlock(block, doc);
+      return { ...block, children: citeInlines(block.children, known) };
+    case 'blockquote':
+      return { ...block, children: block.children.map((child) => citeBlock(child, known)) };
     case 'list':
-      return renderList(block, doc);
+      return { ...block, items: block.items.map((item) => ({ ...item, children: item.children.map((child) => citeBlock(child, known)) })) };
+    case 'table':
+      return {
+        ...block,
+        header: block.header.map((cell) => citeInlines(cell, known)),
+        rows: block.rows.map((row) => row.map((cell) => citeInlines(cell, known))),
+      };
+    default:
+      return block; // Code blocks and rules keep their text as it is.
+  }
+}
+
+function citeInlines(inlines, known) {
+  const result = [];
+  for (const inline of inlines) {
+    if (inline.type === 'text') result.push(...splitCitations(inline.value, known));
+    else if (inline.type === 'strong' || inline.type === 'emphasis') result.push({ ...inline, children: citeInlines(inline.children, known) });
+    else result.push(inline); // Links, code spans and line breaks stay as they are.
+  }
+  return result;
+}
+
+/** Splits text at the markers whose every number is a known passage. */
+export function splitCitations(value, known) {
+  const parts = [];
+  let last = 0;
+  for (const match of value.matchAll(CITATION_MARKER)) {
+    const numbers = match[1].split(',').map((part) => Number.parseInt(part.trim(), 10));
+    if (!numbers.every((n) => known.has(n))) continue;
+    if (match.index > last) parts.push({ type: 'text', value: value.slice(last, match.index) });
+    for (const n of numbers) parts.push({ type: 'citation', n });
+    last = match.index + match[0].length;
+  }
+  if (last === 0) return [{ type: 'text', value }];
+  if (last < value.length) parts.push({ type: 'text', value: value.slice(last) });
+  return parts;
+}
+
+// ---------------------------------------------------------------------------------------
+// Rendering
+
+function renderBlock(block, context) {
+  const { doc } = context;
+  switch (block.type) {
+    case 'paragraph':
+      return withInlines(doc.createElement('p'), block.children, context);
+    case 'heading':
+      return withInlines(doc.createElement(`h${block.level}`), block.children, context);
+    case 'code':
+      return renderCodeBlock(block, context);
+    case 'list':
+      return renderList(block, context);
     case 'blockquote': {
       const quote = doc.createElement('blockquote');
-      for (const child of block.children) quote.appendChild(renderBlock(child, doc));
+      for (const child of block.children) quote.appendChild(renderBlock(child, context));
       return quote;
     }
     case 'table':
-      return renderTable(block, doc);
+      return renderTable(block, context);
     case 'thematic_break':
       return doc.createElement('hr');
     default:
@@ -584,7 +647,7 @@ function renderBlock(block, doc) {
   }
 }
 
-function renderCodeBlock(block, doc) {
+function renderCodeBlock(block, { doc }) {
   const pre = doc.createElement('pre');
   const code = doc.createElement('code');
   if (block.language) {
@@ -597,53 +660,57 @@ function renderCodeBlock(block, doc) {
   return pre;
 }
 
-function renderList(block, doc) {
+function renderList(block, context) {
+  const { doc } = context;
   const list = doc.createElement(block.ordered ? 'ol' : 'ul');
   if (block.ordered && block.start !== 1) list.setAttribute('start', String(block.start));
   for (const item of block.items) {
     const li = doc.createElement('li');
     const tight = item.children.length > 0 && item.children.every((child) => child.type !== 'paragraph' || item.children.indexOf(child) === 0);
     for (const child of item.children) {
-      if (tight && child.type === 'paragraph') withInlines(li, child.children, doc);
-      else li.appendChild(renderBlock(child, doc));
+      if (tight && child.type === 'paragraph') withInlines(li, child.children, context);
+      else li.appendChild(renderBlock(child, context));
     }
     list.appendChild(li);
   }
   return list;
 }
 
-function renderTable(block, doc) {
+function renderTable(block, context) {
+  const { doc } = context;
   const wrapper = doc.createElement('div');
   wrapper.className = 'table-scroll';
   const table = doc.createElement('table');
   const head = doc.createElement('thead');
-  head.appendChild(renderRow(block.header, block.align, 'th', doc));
+  head.appendChild(renderRow(block.header, block.align, 'th', context));
   table.appendChild(head);
   if (block.rows.length > 0) {
     const body = doc.createElement('tbody');
-    for (const row of block.rows) body.appendChild(renderRow(row, block.align, 'td', doc));
+    for (const row of block.rows) body.appendChild(renderRow(row, block.align, 'td', context));
     table.appendChild(body);
   }
   wrapper.appendChild(table);
   return wrapper;
 }
 
-function renderRow(cells, align, tag, doc) {
+function renderRow(cells, align, tag, context) {
+  const { doc } = context;
   const row = doc.createElement('tr');
   cells.forEach((cell, column) => {
-    const element = withInlines(doc.createElement(tag), cell, doc);
+    const element = withInlines(doc.createElement(tag), cell, context);
     if (align[column]) element.className = `align-${align[column]}`;
     row.appendChild(element);
   });
   return row;
 }
 
-function withInlines(parent, inlines, doc) {
-  for (const inline of inlines) parent.appendChild(renderInline(inline, doc));
+function withInlines(parent, inlines, context) {
+  for (const inline of inlines) parent.appendChild(renderInline(inline, context));
   return parent;
 }
 
-function renderInline(inline, doc) {
+function renderInline(inline, context) {
+  const { doc } = context;
   switch (inline.type) {
     case 'text':
       return doc.createTextNode(inline.value);
@@ -653,27 +720,40 @@ function renderInline(inline, doc) {
       return code;
     }
     case 'strong':
-      return withInlines(doc.createElement('strong'), inline.children, doc);
+      return withInlines(doc.createElement('strong'), inline.children, context);
     case 'emphasis':
-      return withInlines(doc.createElement('em'), inline.children, doc);
+      return withInlines(doc.createElement('em'), inline.children, context);
     case 'line_break':
       return doc.createElement('br');
     case 'link':
-      return renderLink(inline, doc);
+      return renderLink(inline, context);
+    case 'citation':
+      return renderCitation(inline.n, context);
     default:
       return doc.createTextNode('');
   }
 }
 
-function renderLink(inline, doc) {
+function renderLink(inline, context) {
+  const { doc } = context;
   // Checked again here so that a hand-made AST cannot smuggle in an unsafe href.
   const href = safeHref(inline.href);
-  if (href === null) return withInlines(doc.createElement('span'), inline.children, doc);
-  const anchor = withInlines(doc.createElement('a'), inline.children, doc);
+  if (href === null) return withInlines(doc.createElement('span'), inline.children, context);
+  const anchor = withInlines(doc.createElement('a'), inline.children, context);
   anchor.setAttribute('href', href);
   if (inline.external) {
     anchor.setAttribute('target', '_blank');
     anchor.setAttribute('rel', 'noopener noreferrer');
   }
   return anchor;
+}
+
+function renderCitation(n, { doc, citationElement }) {
+  if (citationElement) return citationElement(n);
+  const button = doc.createElement('button');
+  button.setAttribute('type', 'button');
+  button.className = 'citation-ref';
+  button.dataset.n = String(n);
+  button.textContent = String(n);
+  return button;
 }

@@ -3,7 +3,7 @@
 // the tests need nothing beyond node itself.
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { parseMarkdown, renderMarkdown, safeHref } from './markdown.js';
+import { parseMarkdown, renderMarkdown, safeHref, splitCitations } from './markdown.js';
 
 /** Collects every node of the AST (blocks, list items, table cells and inlines). */
 function walk(node, visit) {
@@ -353,4 +353,49 @@ test('rendering a table marks alignment with classes', () => {
   const fragment = renderMarkdown('| a | b |\n|:-:|--:|\n| 1 | 2 |', fakeDocument);
   const cells = [...fragment.all()].filter((node) => node.tagName === 'TH');
   assert.deepEqual(cells.map((cell) => cell.className), ['align-center', 'align-right']);
+});
+
+// --- Citation markers ---------------------------------------------------------------------
+
+function citationsOf(text, known) {
+  const found = [];
+  walk(parseMarkdown(text, { citations: new Set(known) }), (node) => {
+    if (node.type === 'citation') found.push(node.n);
+  });
+  return found;
+}
+
+test('markers of known passages become citation nodes', () => {
+  assert.deepEqual(citationsOf('Check `df -h` [1]. Then vacuum the journal [2][1].', [1, 2]), [1, 2, 1]);
+  assert.deepEqual(citationsOf('Both say so [1, 2] and [2,1].', [1, 2]), [1, 2, 2, 1]);
+  assert.deepEqual(citationsOf('# Title [1]\n\n- item **bold [2]**\n\n> quoted [1]\n\n| a |\n|---|\n| cell [2] |', [1, 2]), [1, 2, 1, 2]);
+});
+
+test('unknown numbers, code and links keep their markers as text', () => {
+  assert.deepEqual(citationsOf('Only [3] and [1, 3] here.', [1, 2]), []);
+  assert.deepEqual(citationsOf('`array[1]` and\n\n```\nx[1]\n```\n\n[see [1]](https://e.com)', [1]), []);
+  assert.deepEqual(citationsOf('No passages [1].', []), []);
+  assert.equal(plainText('No passages [1].'), 'No passages [1].');
+  assert.deepEqual(citationsOf('[1](https://e.com) is a link', [1]), []);
+});
+
+test('splitting keeps the text around markers', () => {
+  assert.deepEqual(splitCitations('a [1] b [9] c [2]', new Set([1, 2])), [
+    { type: 'text', value: 'a ' },
+    { type: 'citation', n: 1 },
+    { type: 'text', value: ' b [9] c ' },
+    { type: 'citation', n: 2 },
+  ]);
+  assert.deepEqual(splitCitations('plain', new Set([1])), [{ type: 'text', value: 'plain' }]);
+});
+
+test('rendering turns citations into buttons with only a number as text', () => {
+  const fragment = renderMarkdown('Fill the disk [1].', fakeDocument, { citations: new Set([1]) });
+  const buttons = [...fragment.all()].filter((node) => node.tagName === 'BUTTON');
+  assert.equal(buttons.length, 1);
+  assert.equal(buttons[0].attributes.type, 'button');
+  assert.equal(buttons[0].dataset.n, '1');
+  assert.equal(buttons[0].textContent, '1');
+  const custom = renderMarkdown('x [1]', fakeDocument, { citations: new Set([1]), citationElement: (n) => fakeDocument.createTextNode(`<${n}>`) });
+  assert.equal(custom.textContent, 'x <1>');
 });

@@ -1,17 +1,20 @@
 // The run timeline: a collapsible list of one run's public events (seq, type, time, detail),
-// with consecutive message.delta events folded into one line. A live run feeds it the events
-// it is already receiving; a finished run's timeline loads its events on first open by
-// replaying the event stream from the start and closing it on the terminal event.
+// with consecutive message.delta events folded into one line; tool calls show their name,
+// status and summary (events never carry a tool's arguments). A live run feeds it the events
+// it is already receiving; a stored answer's replay feeds it too (`external`); otherwise a
+// finished run's timeline loads its events on first open by replaying the event stream from
+// the start and closing it on the terminal event.
 
 import { h, uniqueId } from './dom.js';
 import { bindText, t } from './i18n.js';
 import { TERMINAL_EVENTS, followRun } from './stream.js';
 
 /**
- * Creates a timeline for a run. With `live` set, events arrive through record(); otherwise
- * the first opening loads them. Returns {element, record(event), dispose()}.
+ * Creates a timeline for a run. With `live` set, events arrive through record(); with
+ * `external` set they arrive through record() and end with finish(ok); otherwise the first
+ * opening loads them. Returns {element, record(event), finish(ok), dispose()}.
  */
-export function createTimeline(runId, { live = false } = {}) {
+export function createTimeline(runId, { live = false, external = false } = {}) {
   const rows = [];
   const panelId = uniqueId('timeline');
   const list = h('ol', { className: 'timeline-list' });
@@ -72,14 +75,24 @@ export function createTimeline(runId, { live = false } = {}) {
     panel.hidden = !open;
     toggle.setAttribute('aria-expanded', String(open));
     toggle.classList.toggle('is-open', open);
-    if (open && !loaded && loading === null) load();
+    if (open && !loaded && !external && loading === null) load();
     showNote();
   });
 
   const element = h('div', { className: 'timeline-box' }, toggle, panel);
+  const finish = (ok) => {
+    loaded = true;
+    showNote();
+    if (!ok && rows.length === 0) {
+      note.hidden = false;
+      bindText(note, 'timeline.error');
+    }
+  };
+
   return {
     element,
     record,
+    finish,
     dispose: () => loading?.close(),
   };
 }
@@ -93,7 +106,10 @@ function newRow(event) {
     data: event.data,
     count: 1,
     chars: event.type === 'message.delta' ? codePoints(event.data.text ?? '') : 0,
-    element: h('li', { className: `timeline-row timeline-${event.type.replace(/\./g, '-')}` }),
+    element: h('li', {
+      className: `timeline-row timeline-${event.type.replace(/\./g, '-')}`,
+      data: { type: event.type, status: event.type === 'tool.completed' ? cssToken(event.data.status) : undefined },
+    }),
   };
 }
 
@@ -126,12 +142,31 @@ function describe(row) {
       return ['timeline.resumed', { attempt: data.attempt ?? '?', chars: data.resumed_chars ?? 0 }];
     case 'run.completed': {
       const usage = data.usage ?? {};
-      const finish = data.finish_reason ?? '';
+      const finish = [data.finish_reason, data.outcome].filter((part) => typeof part === 'string' && part !== '').join(' · ');
       if (usage.prompt_tokens === undefined) return ['timeline.plain', { text: finish }];
       return ['timeline.completed', { finish, prompt: usage.prompt_tokens, completion: usage.completion_tokens ?? 0 }];
     }
     case 'run.failed':
-      return ['timeline.plain', { text: data.reason ?? '' }];
+    case 'run.degraded':
+      return ['timeline.plain', { text: text(data.reason) }];
+    case 'route.decided': {
+      const confidence = typeof data.confidence === 'number' ? ` ${Math.round(data.confidence * 100)}%` : '';
+      const flags = Array.isArray(data.flags) && data.flags.length > 0 ? ` [${data.flags.map(text).join(', ')}]` : '';
+      return ['timeline.route', { intent: text(data.intent), mode: text(data.mode), source: text(data.source) + confidence, flags }];
+    }
+    case 'tool.started':
+      return ['timeline.tool_started', { name: text(data.name) }];
+    case 'tool.completed':
+      if (text(data.summary) === '') return ['timeline.plain', { text: `${text(data.name)}: ${text(data.status)}` }];
+      return ['timeline.tool_completed', { name: text(data.name), status: text(data.status), summary: text(data.summary) }];
+    case 'citation':
+      return ['timeline.citation', { n: text(data.n), source: [data.kb, data.path].map(text).filter(Boolean).join(':') }];
+    case 'card':
+      return ['timeline.plain', { text: text(data.kind) }];
+    case 'confirmation.required':
+      return ['timeline.confirmation', { kind: text(data.kind), target: text(data.target) }];
+    case 'clarification.needed':
+      return ['timeline.plain', { text: text(data.question) }];
     default:
       return null;
   }
@@ -143,6 +178,16 @@ function clock(at) {
   const date = new Date(at);
   const pad = (value, width = 2) => String(value).padStart(width, '0');
   return `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}.${pad(date.getMilliseconds(), 3)}`;
+}
+
+/** A string, number or boolean as text; anything else as nothing. */
+function text(value) {
+  return ['string', 'number', 'boolean'].includes(typeof value) ? String(value) : '';
+}
+
+/** A value safe to use in a class name or data attribute selector. */
+function cssToken(value) {
+  return typeof value === 'string' && /^[a-z0-9_-]{1,32}$/i.test(value) ? value : 'other';
 }
 
 function codePoints(text) {

@@ -18,7 +18,8 @@ const RANKED_DOCUMENTS: usize = 100;
 
 #[derive(Debug, Subcommand)]
 pub enum EvalCommand {
-    /// Retrieval quality on a BEIR-format dataset (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv).
+    /// Retrieval quality on a BEIR-format dataset (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv,
+    /// each plain or gzip-compressed as NAME.gz).
     Retrieval {
         #[arg(long)]
         beir: PathBuf,
@@ -33,6 +34,26 @@ pub enum EvalCommand {
         models: ModelFlags,
         #[command(flatten)]
         retrieval: RetrievalFlags,
+    },
+    /// The chat agent on a conversation case set (JSON lines; see tests/data/CONVERSATIONS.md):
+    /// routing, modes, tools, confirmations, citations and hard safety gates. Exit 1 when a
+    /// hard gate is violated.
+    Conversations {
+        file: PathBuf,
+        /// Print JSON (the only output format; kept for clarity in scripts).
+        #[arg(long)]
+        json: bool,
+        /// Run only the first N cases (after --stride).
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Run every Nth case (a representative slice of a large set).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+        stride: u16,
+        /// The sample knowledge base every case starts with.
+        #[arg(long, default_value = "kb")]
+        sample_kb: PathBuf,
+        #[command(flatten)]
+        models: ModelFlags,
     },
 }
 
@@ -54,6 +75,25 @@ impl Embedder for UnusedVectors {
 }
 
 pub fn run(command: EvalCommand) -> anyhow::Result<ExitCode> {
+    if let EvalCommand::Conversations {
+        file,
+        limit,
+        stride,
+        sample_kb,
+        models,
+        ..
+    } = command
+    {
+        let engine = super::load_engine(&models, Needs::Both)?;
+        let options = super::eval_conversations::Options {
+            file,
+            sample_kb,
+            limit,
+            stride: usize::from(stride),
+        };
+        let (report, violated) = super::eval_conversations::run(&options, &engine)?;
+        return Ok(super::eval_conversations::exit(&report, violated));
+    }
     let EvalCommand::Retrieval {
         beir: dir,
         split,
@@ -61,7 +101,10 @@ pub fn run(command: EvalCommand) -> anyhow::Result<ExitCode> {
         models,
         retrieval,
         ..
-    } = command;
+    } = command
+    else {
+        anyhow::bail!("unknown evaluation");
+    };
     let set = beir::load(&dir, &split)?;
     if set.queries.is_empty() {
         anyhow::bail!("{} has no judged queries in split `{split}`", dir.display());

@@ -1,5 +1,5 @@
 //! The command line: `serve`, `ask`, `models`, `bench`, `kb`, `eval`, `user`, `token`,
-//! `audit`, `doctor`, `backup`. Parses flags with clap, turns them
+//! `incident`, `audit`, `doctor`, `backup`. Parses flags with clap, turns them
 //! into validated configuration, and runs the command.
 
 mod accounts;
@@ -7,6 +7,8 @@ mod ask;
 mod bench;
 mod bench_serve;
 mod eval;
+mod eval_conversations;
+mod incidents;
 mod kb;
 mod maintenance;
 mod models;
@@ -66,6 +68,11 @@ enum Command {
         #[command(subcommand)]
         command: accounts::TokenCommand,
     },
+    /// Incidents: open one by hand, list them.
+    Incident {
+        #[command(subcommand)]
+        command: incidents::IncidentCommand,
+    },
     /// The audit log.
     Audit {
         #[command(subcommand)]
@@ -97,6 +104,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Eval { command } => eval::run(command),
         Command::User { command } => accounts::run_user(command),
         Command::Token { command } => accounts::run_token(command),
+        Command::Incident { command } => incidents::run(command),
         Command::Audit { command } => maintenance::run_audit(command),
         Command::Doctor(args) => maintenance::run_doctor(args),
         Command::Backup(args) => maintenance::run_backup(args),

@@ -11,7 +11,9 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::DataFlags;
-use crate::config::{ModelFlags, RetrievalFlags, ServeConfig};
+use crate::config::{AlertFlags, ModelFlags, RetrievalFlags, ServeConfig};
+use crate::agent::backends::{EngineChatModel, KnowledgeSearch, LibrarySearch};
+use crate::agent::{Agent, AgentConfig};
 use crate::engine::Engine;
 use crate::http::{self, AppState, LoginLimiter, SessionConfig};
 use crate::retrieval::{Library, RetrievalConfig};
@@ -32,6 +34,8 @@ pub struct ServeArgs {
     models: ModelFlags,
     #[command(flatten)]
     retrieval: RetrievalFlags,
+    #[command(flatten)]
+    alerts: AlertFlags,
     /// Folder loaded as the `sample` knowledge base on first start (when none exist yet).
     #[arg(long, env = "WARDEN_SAMPLE_KB", default_value = "kb")]
     sample_kb: PathBuf,
@@ -60,6 +64,7 @@ const LOCK_FILE: &str = "warden.lock";
 
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let config = ServeConfig::new(args.addr, args.data.data.clone(), &args.models)?;
+    let alerts = args.alerts.webhook()?;
     crate::knowledge::ensure_data_dir(&config.data_dir)
         .with_context(|| format!("cannot create data folder {}", config.data_dir.display()))?;
     let _lock = lock_data_folder(&config.data_dir)?;
@@ -83,7 +88,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             watch_folders(library.clone(), Duration::from_secs(args.watch));
         }
     }
-    let runs = start_runs(&engine, store.clone(), &args)?;
+    let runs = start_runs(&engine, store.clone(), library.clone(), &args)?;
     let (stop_sender, stop_receiver) = tokio::sync::watch::channel(false);
     forget_expired_sessions(store.clone());
     let bootstrap = store
@@ -101,6 +106,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         },
         login_limiter: Arc::new(LoginLimiter::default()),
         limits: config.http,
+        alerts,
         shutdown: stop_receiver,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -171,8 +177,14 @@ fn forget_expired_sessions(store: Arc<Store>) {
     }
 }
 
-/// Recovers interrupted runs and starts the run workers (none without a chat model).
-fn start_runs(engine: &Engine, store: Arc<Store>, args: &ServeArgs) -> anyhow::Result<RunService> {
+/// Recovers interrupted runs and starts the run workers (none without a chat model); the
+/// chat agent answers their turns.
+fn start_runs(
+    engine: &Engine,
+    store: Arc<Store>,
+    library: Option<Arc<Library>>,
+    args: &ServeArgs,
+) -> anyhow::Result<RunService> {
     let bus = EventBus::default();
     let Some(chat) = engine.chat_model(None) else {
         tracing::warn!("no chat model loaded: chat messages are refused until one is");
@@ -180,10 +192,19 @@ fn start_runs(engine: &Engine, store: Arc<Store>, args: &ServeArgs) -> anyhow::R
     };
     let config = RunConfig {
         workers: usize::from(args.run_workers),
-        max_answer_tokens: args.max_answer_tokens as usize,
         ..RunConfig::default()
     };
-    let (workers, recovered) = RunWorkers::start(store.clone(), chat.clone(), bus.clone(), config)
+    let agent = Agent::new(
+        store.clone(),
+        Arc::new(EngineChatModel(chat.clone())),
+        library.map(|l| Arc::new(LibrarySearch(l)) as Arc<dyn KnowledgeSearch>),
+        AgentConfig {
+            skills_dir: args.sample_kb.join("skills"),
+            max_answer_tokens: args.max_answer_tokens as usize,
+            ..AgentConfig::default()
+        },
+    );
+    let (workers, recovered) = RunWorkers::start(store.clone(), Arc::new(agent), bus.clone(), config)
         .context("cannot recover interrupted runs")?;
     if !recovered.is_empty() {
         tracing::warn!(

@@ -1,7 +1,11 @@
 //! Constrained decoding with llguidance: JSON-schema outputs and tool calls that always
-//! parse and validate, even from a 135M model. The token trie is built straight from the
-//! vocabulary's byte strings (no second tokenizers crate); the parser factory is built once
-//! per model and shared by its requests.
+//! parse and validate, even from a 135M model. Every schema is first bounded
+//! ([`bounded_schema`]): numbers to what a float64 holds, strings, arrays and free-form
+//! objects to configured caps, so a looping model cannot run a value past its token budget.
+//! Tool calls are `<tool_call>{"name":…,"arguments":…}</tool_call>`, one or several, in a
+//! Lark grammar that embeds the calls' JSON schema. The token trie is built straight from
+//! the vocabulary's byte strings (no second tokenizers crate); the parser factory is built
+//! once per model and shared by its requests.
 
 use std::sync::Arc;
 
@@ -11,17 +15,21 @@ use llguidance::{Matcher, ParserFactory};
 use serde_json::{json, Value};
 
 use super::error::{EngineError, Result};
+pub use super::schema_bounds::{bounded_schema, OutputLimits, MAX_FRACTION_DIGITS};
 use super::tokenizer::TextTokenizer;
-use super::types::{ResponseFormat, ToolCall, ToolChoice, ToolSpec};
+use super::types::{ChatRequest, ResponseFormat, ToolCall, ToolChoice, ToolSpec};
+
+/// The opening and closing markers of a tool call.
+pub const TOOL_CALL_OPEN: &str = "<tool_call>";
+pub const TOOL_CALL_CLOSE: &str = "</tool_call>";
+
+/// Most tool calls one answer may hold.
+pub const MAX_TOOL_CALLS: usize = 8;
 
 /// Compact JSON: a small model cannot wander off into endless whitespace.
 fn compact_json_options() -> Value {
     json!({"whitespace_flexible": false, "item_separator": ",", "key_separator": ":"})
 }
-
-/// The opening and closing markers of a tool call in free-text ("auto") mode.
-pub const TOOL_CALL_OPEN: &str = "<tool_call>";
-pub const TOOL_CALL_CLOSE: &str = "</tool_call>";
 
 /// What a request's output must look like.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,20 +37,24 @@ pub enum OutputShape {
     FreeText,
     /// JSON validating against the schema.
     Json(Value),
-    /// JSON `{"name":…, "arguments":…}` for one of the tools.
-    ToolCallOnly(Value),
-    /// Free text, or one tool call wrapped in `<tool_call>…</tool_call>`.
-    TextOrToolCall(Value),
+    /// One to `max_calls` tool calls; `schema` is the schema of one call's JSON
+    /// `{"name":…, "arguments":…}`.
+    ToolCalls {
+        schema: Value,
+        max_calls: usize,
+    },
+    /// Free text, or tool calls as in `ToolCalls`.
+    TextOrToolCalls {
+        schema: Value,
+        max_calls: usize,
+    },
 }
 
 impl OutputShape {
     /// Derives the shape from a request's response format and tool settings.
-    pub fn for_request(
-        format: &ResponseFormat,
-        tools: &[ToolSpec],
-        choice: &ToolChoice,
-    ) -> Result<Self> {
-        let offered: Vec<&ToolSpec> = match choice {
+    pub fn for_request(request: &ChatRequest) -> Result<Self> {
+        let tools = &request.tools;
+        let offered: Vec<&ToolSpec> = match &request.tool_choice {
             ToolChoice::None => Vec::new(),
             ToolChoice::Auto | ToolChoice::Required => tools.iter().collect(),
             ToolChoice::Named(name) => {
@@ -56,63 +68,170 @@ impl OutputShape {
         };
         if !offered.is_empty() {
             let schema = tool_call_schema(&offered);
-            return Ok(match choice {
-                ToolChoice::Auto => OutputShape::TextOrToolCall(schema),
-                _ => OutputShape::ToolCallOnly(schema),
+            let several =
+                !request.single_tool_call && !matches!(request.tool_choice, ToolChoice::Named(_));
+            let max_calls = if several { MAX_TOOL_CALLS } else { 1 };
+            return Ok(match request.tool_choice {
+                ToolChoice::Auto => OutputShape::TextOrToolCalls { schema, max_calls },
+                _ => OutputShape::ToolCalls { schema, max_calls },
             });
         }
-        Ok(match format {
+        Ok(match &request.response_format {
             ResponseFormat::Text => OutputShape::FreeText,
             ResponseFormat::JsonObject => OutputShape::Json(json!({"type": "object"})),
             ResponseFormat::JsonSchema(schema) => OutputShape::Json(schema.clone()),
         })
     }
 
-    fn grammar(&self) -> Option<TopLevelGrammar> {
+    /// The grammar of this shape with `limits` applied, or `None` for free text.
+    fn grammar(&self, limits: &OutputLimits) -> Option<TopLevelGrammar> {
         match self {
             OutputShape::FreeText => None,
-            OutputShape::Json(schema) | OutputShape::ToolCallOnly(schema) => Some(
-                TopLevelGrammar::from_json_schema(with_compact_options(schema)),
-            ),
-            OutputShape::TextOrToolCall(schema) => {
-                let schema = with_compact_options(schema);
-                let lark = format!(
-                    "start: TEXT | \"{TOOL_CALL_OPEN}\" call \"{TOOL_CALL_CLOSE}\"\ncall: %json {schema}\nTEXT: /[^<][\\s\\S]*/\n"
-                );
-                Some(TopLevelGrammar::from_lark(lark))
-            }
+            OutputShape::Json(schema) => Some(TopLevelGrammar::from_json_schema(
+                with_compact_options(bounded_schema(schema, limits)),
+            )),
+            OutputShape::ToolCalls { schema, max_calls } => Some(TopLevelGrammar::from_lark(
+                tool_calls_lark(schema, limits, *max_calls, false),
+            )),
+            OutputShape::TextOrToolCalls { schema, max_calls } => Some(TopLevelGrammar::from_lark(
+                tool_calls_lark(schema, limits, *max_calls, true),
+            )),
         }
     }
 
-    /// Reads the tool calls out of a finished output; `None` when the output is plain text.
-    pub fn parse_tool_call(&self, output: &str) -> Result<Option<ToolCall>> {
-        let json_text = match self {
-            OutputShape::ToolCallOnly(_) => output.trim(),
-            OutputShape::TextOrToolCall(_) => match output.trim().strip_prefix(TOOL_CALL_OPEN) {
-                Some(rest) => rest.strip_suffix(TOOL_CALL_CLOSE).unwrap_or(rest).trim(),
-                None => return Ok(None),
-            },
-            _ => return Ok(None),
-        };
-        let value: Value = serde_json::from_str(json_text).map_err(|e| {
-            EngineError::Inference(format!("constrained tool call did not parse: {e}"))
-        })?;
-        let name = value
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let arguments = value.get("arguments").cloned().unwrap_or_else(|| json!({}));
-        Ok(Some(ToolCall {
-            id: new_call_id(),
-            name,
-            arguments: arguments.to_string(),
-        }))
+    /// Reads the tool calls out of a finished output: none when the output is plain text
+    /// (or the shape has no tools), else every `<tool_call>…</tool_call>` in order, a call
+    /// that repeats an earlier one (same name and arguments) left out.
+    pub fn parse_tool_calls(&self, output: &str) -> Result<Vec<ToolCall>> {
+        let scan = self.scan_calls(output);
+        match scan.problem {
+            Some(reason) => Err(malformed_call(reason)),
+            None => Ok(scan.calls),
+        }
+    }
+
+    /// The complete calls of an output cut off by the token budget: those before the
+    /// unfinished one.
+    pub fn complete_tool_calls(&self, output: &str) -> Vec<ToolCall> {
+        self.scan_calls(output).calls
+    }
+
+    /// True when the output's last call has just closed and repeats an earlier call: a
+    /// small model that starts repeating itself has made every call it will make.
+    pub fn ends_with_repeated_call(&self, output: &str) -> bool {
+        output.trim_end().ends_with(TOOL_CALL_CLOSE) && self.scan_calls(output).repeated
+    }
+
+    fn scan_calls(&self, output: &str) -> CallScan {
+        match self {
+            OutputShape::ToolCalls { .. } => scan_calls(output),
+            // The grammar only lets tool calls start at the very first character.
+            OutputShape::TextOrToolCalls { .. } if output.starts_with(TOOL_CALL_OPEN) => {
+                scan_calls(output)
+            }
+            _ => CallScan::default(),
+        }
     }
 }
 
-fn with_compact_options(schema: &Value) -> Value {
-    let mut schema = schema.clone();
+/// The calls read from an output, in order and without repeats.
+#[derive(Default)]
+struct CallScan {
+    calls: Vec<ToolCall>,
+    /// Some call repeated an earlier one.
+    repeated: bool,
+    /// Why the output is not a clean sequence of calls (after `calls`).
+    problem: Option<String>,
+}
+
+/// `<tool_call>JSON</tool_call>`, repeated, with optional whitespace between calls.
+fn scan_calls(output: &str) -> CallScan {
+    let mut scan = CallScan::default();
+    let mut rest = output.trim();
+    while !rest.is_empty() {
+        match next_call(rest) {
+            Ok((value, after)) => {
+                let call = tool_call(&value);
+                let seen = scan
+                    .calls
+                    .iter()
+                    .any(|c| c.name == call.name && c.arguments == call.arguments);
+                if seen {
+                    scan.repeated = true;
+                } else {
+                    scan.calls.push(call);
+                }
+                rest = after.trim_start();
+            }
+            Err(reason) => {
+                scan.problem = Some(reason);
+                return scan;
+            }
+        }
+    }
+    if scan.calls.is_empty() {
+        scan.problem = Some("no tool call in the output".into());
+    }
+    scan
+}
+
+/// The JSON of the call `text` starts with, and the text after its closing tag.
+fn next_call(text: &str) -> std::result::Result<(Value, &str), String> {
+    let body = text
+        .strip_prefix(TOOL_CALL_OPEN)
+        .ok_or_else(|| format!("expected {TOOL_CALL_OPEN}"))?;
+    let mut values = serde_json::Deserializer::from_str(body).into_iter::<Value>();
+    let value = match values.next() {
+        Some(Ok(value)) => value,
+        Some(Err(err)) => return Err(err.to_string()),
+        None => return Err("no JSON after the opening tag".into()),
+    };
+    let after = body.get(values.byte_offset()..).unwrap_or_default();
+    let rest = after
+        .trim_start()
+        .strip_prefix(TOOL_CALL_CLOSE)
+        .ok_or_else(|| format!("expected {TOOL_CALL_CLOSE}"))?;
+    Ok((value, rest))
+}
+
+fn malformed_call(reason: String) -> EngineError {
+    EngineError::Inference(format!("constrained tool call did not parse: {reason}"))
+}
+
+fn tool_call(value: &Value) -> ToolCall {
+    let name = value
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let arguments = value.get("arguments").cloned().unwrap_or_else(|| json!({}));
+    ToolCall {
+        id: new_call_id(),
+        name,
+        arguments: arguments.to_string(),
+    }
+}
+
+/// The Lark grammar of one or more tool calls, optionally as an alternative to free text
+/// (which then may not start with `<`, so that the first character decides).
+fn tool_calls_lark(
+    schema: &Value,
+    limits: &OutputLimits,
+    max_calls: usize,
+    or_text: bool,
+) -> String {
+    let schema = with_compact_options(bounded_schema(schema, limits));
+    let start = if or_text { "TEXT | calls" } else { "calls" };
+    let calls = match max_calls {
+        0 | 1 => "call".to_string(),
+        n => format!("call (SEP? call){{0,{}}}", n - 1),
+    };
+    format!(
+        "start: {start}\ncalls: {calls}\ncall: \"{TOOL_CALL_OPEN}\" call_json \"{TOOL_CALL_CLOSE}\"\ncall_json: %json {schema}\nSEP: /[ \\n]{{1,2}}/\nTEXT: /[^<][\\s\\S]*/\n"
+    )
+}
+
+fn with_compact_options(mut schema: Value) -> Value {
     if let Some(object) = schema.as_object_mut() {
         object
             .entry("x-guidance")
@@ -126,11 +245,15 @@ fn tool_call_schema(tools: &[&ToolSpec]) -> Value {
     let options: Vec<Value> = tools
         .iter()
         .map(|tool| {
-            let parameters = if tool.parameters.is_object() {
+            let mut parameters = if tool.parameters.is_object() {
                 tool.parameters.clone()
             } else {
                 json!({"type": "object"})
             };
+            // Arguments are always a JSON object, even when the schema forgets to say so.
+            if let Some(map) = parameters.as_object_mut() {
+                map.entry("type").or_insert_with(|| json!("object"));
+            }
             json!({
                 "type": "object",
                 "properties": {"name": {"const": tool.name}, "arguments": parameters},
@@ -152,31 +275,37 @@ fn new_call_id() -> String {
     format!("call_{:016x}", rng.random::<u64>())
 }
 
-/// The model-wide part: token trie and parser factory.
+/// The model-wide part: token trie, parser factory and the output limits.
 pub struct ConstraintFactory {
     factory: ParserFactory,
     vocab_size: usize,
+    limits: OutputLimits,
 }
 
 impl ConstraintFactory {
-    pub fn new(tokenizer: Arc<TextTokenizer>) -> Result<Self> {
+    pub fn new(tokenizer: Arc<TextTokenizer>, limits: OutputLimits) -> Result<Self> {
         let vocab_size = tokenizer.vocab_size();
         let eos = tokenizer.eos_ids.first().copied().unwrap_or(0);
         let info = TokRxInfo::new(vocab_size as u32, eos);
         let trie = TokTrie::from(&info, tokenizer.all_token_bytes());
         let env: TokEnv = Arc::new(VocabularyEnv { trie, tokenizer });
-        let factory = ParserFactory::new_simple(&env).map_err(|e| {
+        Self::with_env(&env, vocab_size, limits)
+    }
+
+    fn with_env(env: &TokEnv, vocab_size: usize, limits: OutputLimits) -> Result<Self> {
+        let factory = ParserFactory::new_simple(env).map_err(|e| {
             EngineError::Inference(format!("cannot build the constraint engine: {e}"))
         })?;
         Ok(Self {
             factory,
             vocab_size,
+            limits,
         })
     }
 
     /// A fresh constraint for one request, or `None` for free text.
     pub fn constraint(&self, shape: &OutputShape) -> Result<Option<Constraint>> {
-        let Some(grammar) = shape.grammar() else {
+        let Some(grammar) = shape.grammar(&self.limits) else {
             return Ok(None);
         };
         let matcher = Matcher::new(self.factory.create_parser(grammar));
@@ -248,54 +377,358 @@ impl TokenizerEnv for VocabularyEnv {
 
 #[cfg(test)]
 mod tests {
+    use llguidance::toktrie::ApproximateTokEnv;
+
+    use super::super::schema_bounds::MAX_PROPERTY_NAME_CHARS;
     use super::*;
 
     fn tool(name: &str) -> ToolSpec {
         ToolSpec {
             name: name.into(),
             description: String::new(),
-            parameters: json!({"type":"object","properties":{"x":{"type":"integer"}}}),
+            parameters: json!({"type":"object","properties":{"x":{"type":"integer"}},"required":["x"],"additionalProperties":false}),
         }
+    }
+
+    fn request(tools: Vec<ToolSpec>, tool_choice: ToolChoice) -> ChatRequest {
+        ChatRequest {
+            tools,
+            tool_choice,
+            ..ChatRequest::default()
+        }
+    }
+
+    fn json_request(format: ResponseFormat) -> ChatRequest {
+        ChatRequest {
+            response_format: format,
+            ..ChatRequest::default()
+        }
+    }
+
+    /// A factory over a vocabulary of single bytes, so that tests feed text byte by byte.
+    fn byte_factory(limits: OutputLimits) -> ConstraintFactory {
+        let env = ApproximateTokEnv::single_byte_env();
+        let vocab_size = env.tok_trie().vocab_size();
+        ConstraintFactory::with_env(&env, vocab_size, limits).expect("the factory builds")
+    }
+
+    /// Whether the shape's grammar accepts `text` as a whole output.
+    fn accepts(factory: &ConstraintFactory, shape: &OutputShape, text: &str) -> bool {
+        let mut constraint = factory
+            .constraint(shape)
+            .expect("the grammar compiles")
+            .expect("the shape is constrained");
+        let tokens: Vec<u32> = text.bytes().map(u32::from).collect();
+        let matcher = &mut constraint.matcher;
+        matcher.validate_tokens(&tokens).ok() == Some(tokens.len())
+            && matcher.consume_tokens(&tokens).is_ok()
+            && matcher.is_accepting().unwrap_or(false)
+    }
+
+    fn json_shape(schema: Value) -> OutputShape {
+        OutputShape::Json(schema)
     }
 
     #[test]
     fn named_tool_must_exist() {
-        let err = OutputShape::for_request(
-            &ResponseFormat::Text,
-            &[tool("a")],
-            &ToolChoice::Named("b".into()),
-        )
-        .unwrap_err();
+        let err =
+            OutputShape::for_request(&request(vec![tool("a")], ToolChoice::Named("b".into())))
+                .unwrap_err();
         assert!(err.to_string().contains("`b`"));
     }
 
     #[test]
-    fn tool_calls_are_parsed_in_both_modes() {
-        let only =
-            OutputShape::for_request(&ResponseFormat::Text, &[tool("a")], &ToolChoice::Required)
+    fn tool_choice_decides_the_shape_and_the_number_of_calls() {
+        let tools = vec![tool("a"), tool("b")];
+        let auto = OutputShape::for_request(&request(tools.clone(), ToolChoice::Auto)).unwrap();
+        assert!(matches!(
+            auto,
+            OutputShape::TextOrToolCalls {
+                max_calls: MAX_TOOL_CALLS,
+                ..
+            }
+        ));
+        let required =
+            OutputShape::for_request(&request(tools.clone(), ToolChoice::Required)).unwrap();
+        assert!(matches!(
+            required,
+            OutputShape::ToolCalls {
+                max_calls: MAX_TOOL_CALLS,
+                ..
+            }
+        ));
+        let named =
+            OutputShape::for_request(&request(tools.clone(), ToolChoice::Named("b".into())))
                 .unwrap();
-        let call = only
-            .parse_tool_call(r#"{"name":"a","arguments":{"x":1}}"#)
-            .unwrap()
-            .unwrap();
+        assert!(matches!(named, OutputShape::ToolCalls { max_calls: 1, .. }));
+        let mut single = request(tools, ToolChoice::Auto);
+        single.single_tool_call = true;
+        let single = OutputShape::for_request(&single).unwrap();
+        assert!(matches!(
+            single,
+            OutputShape::TextOrToolCalls { max_calls: 1, .. }
+        ));
+    }
+
+    #[test]
+    fn several_tool_calls_are_parsed_in_order() {
+        let required =
+            OutputShape::for_request(&request(vec![tool("a")], ToolChoice::Required)).unwrap();
+        let output = "<tool_call>{\"name\":\"a\",\"arguments\":{\"x\":1}}</tool_call>\n<tool_call>{\"name\":\"b\",\"arguments\":{\"s\":\"</tool_call>\"}}</tool_call>";
+        let calls = required.parse_tool_calls(output).unwrap();
+        let found: Vec<(&str, &str)> = calls
+            .iter()
+            .map(|c| (c.name.as_str(), c.arguments.as_str()))
+            .collect();
         assert_eq!(
-            (call.name.as_str(), call.arguments.as_str()),
-            ("a", r#"{"x":1}"#)
+            found,
+            vec![("a", r#"{"x":1}"#), ("b", r#"{"s":"</tool_call>"}"#)]
         );
-        let auto = OutputShape::for_request(&ResponseFormat::Text, &[tool("a")], &ToolChoice::Auto)
+        assert_ne!(calls[0].id, calls[1].id);
+        assert!(required.parse_tool_calls("").is_err());
+        assert!(required
+            .parse_tool_calls("<tool_call>{\"name\":\"a\"")
+            .is_err());
+    }
+
+    #[test]
+    fn repeated_calls_end_the_answer_and_are_left_out() {
+        let required =
+            OutputShape::for_request(&request(vec![tool("a")], ToolChoice::Required)).unwrap();
+        let first = r#"<tool_call>{"name":"a","arguments":{"x":1}}</tool_call>"#;
+        let second = r#"<tool_call>{"name":"a","arguments":{"x":2}}</tool_call>"#;
+        assert!(!required.ends_with_repeated_call(first));
+        assert!(!required.ends_with_repeated_call(&format!("{first}{second}")));
+        let repeated = format!("{first}\n{second}\n{first}");
+        assert!(required.ends_with_repeated_call(&repeated));
+        assert!(!required.ends_with_repeated_call(&format!("{repeated}\n<tool_call>{{")));
+        let calls = required.parse_tool_calls(&repeated).unwrap();
+        assert_eq!(calls.len(), 2);
+        // Text never holds calls, whatever it looks like.
+        let auto = OutputShape::for_request(&request(vec![tool("a")], ToolChoice::Auto)).unwrap();
+        assert!(!auto.ends_with_repeated_call(&format!("x{first}{first}")));
+    }
+
+    #[test]
+    fn a_cut_off_output_keeps_its_complete_calls() {
+        let required =
+            OutputShape::for_request(&request(vec![tool("a")], ToolChoice::Required)).unwrap();
+        let output = r#"<tool_call>{"name":"a","arguments":{"x":1}}</tool_call><tool_call>{"name":"a","argu"#;
+        assert!(required.parse_tool_calls(output).is_err());
+        let calls = required.complete_tool_calls(output);
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].arguments, r#"{"x":1}"#);
+        assert!(required.complete_tool_calls("<tool_call>{").is_empty());
+    }
+
+    #[test]
+    fn auto_mode_reads_text_as_text() {
+        let auto = OutputShape::for_request(&request(vec![tool("a")], ToolChoice::Auto)).unwrap();
+        assert_eq!(auto.parse_tool_calls("plain answer").unwrap(), vec![]);
+        // Text may mention the tag; only an output that starts with it holds calls.
+        assert_eq!(auto.parse_tool_calls("see <tool_call>").unwrap(), vec![]);
+        let calls = auto
+            .parse_tool_calls(r#"<tool_call>{"name":"a","arguments":{"x":2}}</tool_call>"#)
             .unwrap();
-        assert_eq!(auto.parse_tool_call("plain answer").unwrap(), None);
-        let call = auto
-            .parse_tool_call(r#"<tool_call>{"name":"a","arguments":{}}</tool_call>"#)
-            .unwrap()
-            .unwrap();
-        assert_eq!(call.name, "a");
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].name, "a");
     }
 
     #[test]
     fn no_tools_and_text_format_means_free_text() {
-        let shape =
-            OutputShape::for_request(&ResponseFormat::Text, &[], &ToolChoice::Auto).unwrap();
+        let shape = OutputShape::for_request(&request(vec![], ToolChoice::Auto)).unwrap();
         assert_eq!(shape, OutputShape::FreeText);
+        let factory = byte_factory(OutputLimits::default());
+        assert!(factory.constraint(&shape).unwrap().is_none());
+    }
+
+    #[test]
+    fn auto_grammar_takes_text_or_several_valid_calls() {
+        let factory = byte_factory(OutputLimits::default());
+        let auto = OutputShape::for_request(&request(vec![tool("a"), tool("b")], ToolChoice::Auto))
+            .unwrap();
+        let one = r#"<tool_call>{"name":"a","arguments":{"x":1}}</tool_call>"#;
+        let two =
+            format!("{one}\n<tool_call>{{\"name\":\"b\",\"arguments\":{{\"x\":-3}}}}</tool_call>");
+        assert!(accepts(&factory, &auto, "It is sunny."));
+        assert!(accepts(&factory, &auto, one));
+        assert!(accepts(&factory, &auto, &two));
+        // Arguments must validate, names must be offered, text cannot start with `<`.
+        assert!(!accepts(
+            &factory,
+            &auto,
+            r#"<tool_call>{"name":"a","arguments":{"x":"1"}}</tool_call>"#
+        ));
+        assert!(!accepts(
+            &factory,
+            &auto,
+            r#"<tool_call>{"name":"c","arguments":{"x":1}}</tool_call>"#
+        ));
+        assert!(!accepts(&factory, &auto, "<b>bold</b>"));
+    }
+
+    #[test]
+    fn required_grammar_needs_a_call_and_caps_their_number() {
+        let factory = byte_factory(OutputLimits::default());
+        let required =
+            OutputShape::for_request(&request(vec![tool("a")], ToolChoice::Required)).unwrap();
+        let call = r#"<tool_call>{"name":"a","arguments":{"x":1}}</tool_call>"#;
+        assert!(!accepts(&factory, &required, "Sure."));
+        assert!(accepts(&factory, &required, call));
+        assert!(accepts(&factory, &required, &call.repeat(MAX_TOOL_CALLS)));
+        assert!(!accepts(
+            &factory,
+            &required,
+            &call.repeat(MAX_TOOL_CALLS + 1)
+        ));
+        let named =
+            OutputShape::for_request(&request(vec![tool("a")], ToolChoice::Named("a".into())))
+                .unwrap();
+        assert!(accepts(&factory, &named, call));
+        assert!(!accepts(&factory, &named, &call.repeat(2)));
+    }
+
+    #[test]
+    fn numbers_are_bounded_to_what_a_float64_holds() {
+        let factory = byte_factory(OutputLimits::default());
+        let shape = json_shape(
+            json!({"type":"object","properties":{"n":{"type":"number"},"i":{"type":"integer"}},"required":["n","i"],"additionalProperties":false}),
+        );
+        let accepts_values =
+            |n: &str, i: &str| accepts(&factory, &shape, &format!("{{\"n\":{n},\"i\":{i}}}"));
+        assert!(accepts_values("0.5", "7"));
+        assert!(accepts_values(
+            "-123456789012345.123456",
+            "-9007199254740991"
+        ));
+        assert!(accepts_values("0.999999", "9007199254740991"));
+        assert!(!accepts_values("0.9999999", "1"), "seven decimals");
+        assert!(
+            !accepts_values("1234567890123456", "1"),
+            "sixteen integer digits"
+        );
+        assert!(!accepts_values("1e5", "1"), "exponent");
+        assert!(!accepts_values("1", "9007199254740992"), "past 2^53 - 1");
+    }
+
+    #[test]
+    fn strings_without_max_length_get_the_configured_cap() {
+        let limits = OutputLimits {
+            max_string_chars: 5,
+            ..OutputLimits::default()
+        };
+        let factory = byte_factory(limits.clone());
+        let schema = json!({"type":"object","properties":{"s":{"type":"string"},"e":{"type":"string","format":"email"}},"required":["s"],"additionalProperties":false});
+        assert_eq!(
+            bounded_schema(&schema, &limits)["properties"]["s"],
+            json!({"type":"string","maxLength":5})
+        );
+        let shape = json_shape(schema);
+        assert!(accepts(&factory, &shape, r#"{"s":"abcde"}"#));
+        assert!(!accepts(&factory, &shape, r#"{"s":"abcdef"}"#));
+        assert!(accepts(&factory, &shape, r#"{"s":"","e":"a@b.c"}"#));
+        assert!(!accepts(&factory, &shape, r#"{"s":"","e":"ab@cd.ef"}"#));
+    }
+
+    #[test]
+    fn free_values_are_bounded_all_the_way_down() {
+        let limits = OutputLimits {
+            max_string_chars: 4,
+            max_fraction_digits: 2,
+            max_items: 3,
+        };
+        let factory = byte_factory(limits);
+        let object = OutputShape::for_request(&json_request(ResponseFormat::JsonObject)).unwrap();
+        assert!(accepts(
+            &factory,
+            &object,
+            r#"{"city":"Lyon","n":[1.25,{"a":null}],"ok":true}"#
+        ));
+        assert!(
+            !accepts(&factory, &object, r#"{"city":"Paris"}"#),
+            "long string"
+        );
+        assert!(
+            !accepts(&factory, &object, r#"{"n":[[[0.125]]]}"#),
+            "three decimals"
+        );
+        assert!(
+            !accepts(&factory, &object, r#"{"n":[1,2,3,4]}"#),
+            "four items"
+        );
+        assert!(
+            !accepts(&factory, &object, r#"{"a":1,"b":2,"c":3,"d":4}"#),
+            "four properties"
+        );
+        let long_name = format!("{{\"{}\":1}}", "k".repeat(MAX_PROPERTY_NAME_CHARS + 1));
+        assert!(
+            !accepts(&factory, &object, &long_name),
+            "long property name"
+        );
+        // A listed property keeps its own schema beside the free ones.
+        let mixed = json_shape(
+            json!({"type":"object","properties":{"id":{"type":"integer"}},"required":["id"]}),
+        );
+        assert!(accepts(&factory, &mixed, r#"{"id":12345678,"note":"hi"}"#));
+        assert!(!accepts(&factory, &mixed, r#"{"id":1,"id2":"toolong"}"#));
+        let anything = json_shape(json!({}));
+        assert!(accepts(&factory, &anything, "[true,\"abc\"]"));
+        assert!(!accepts(&factory, &anything, "\"abcde\""));
+    }
+
+    #[test]
+    fn schemas_with_combinators_and_references_still_compile() {
+        let factory = byte_factory(OutputLimits::default());
+        let schema = json!({
+            "$defs": {"point": {"type":"object","properties":{"x":{"type":"number"},"y":{"type":"number"}},"required":["x","y"]}},
+            "type": "object",
+            "properties": {
+                "at": {"$ref": "#/$defs/point"},
+                "kind": {"anyOf": [{"type":"string"}, {"type":"null"}]},
+                "both": {"allOf": [{"type":"object","properties":{"a":{"type":"integer"}}}, {"required":["a"]}]},
+                "tags": {"type":"array","items":{"type":"string"},"minItems":1},
+                "extra": true,
+            },
+            "required": ["at"],
+            "additionalProperties": false,
+        });
+        let shape = json_shape(schema);
+        assert!(accepts(
+            &factory,
+            &shape,
+            r#"{"at":{"x":1.5,"y":-2},"kind":null,"both":{"a":3},"tags":["x"],"extra":[1]}"#
+        ));
+        assert!(!accepts(
+            &factory,
+            &shape,
+            r#"{"at":{"x":0.12345678,"y":0}}"#
+        ));
+    }
+
+    #[test]
+    fn bounding_keeps_valid_outputs_valid() {
+        // The bound schema only narrows: a few reference values of each kind still pass.
+        let factory = byte_factory(OutputLimits::default());
+        for (schema, value) in [
+            (json!({"type":["number","null"]}), "null"),
+            (json!({"type":["number","null"]}), "3.141593"),
+            (
+                json!({"type":"array","prefixItems":[{"type":"integer"}]}),
+                "[1,\"a\"]",
+            ),
+            (
+                json!({"type":"object","additionalProperties":{"type":"integer"}}),
+                r#"{"k":1}"#,
+            ),
+            (
+                json!({"type":"object","minProperties":1,"properties":{"a":{"type":"string"}},"required":["a"]}),
+                r#"{"a":"b"}"#,
+            ),
+        ] {
+            assert!(
+                accepts(&factory, &json_shape(schema.clone()), value),
+                "{schema} {value}"
+            );
+        }
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::chat_template::{ChatTemplate, PromptPiece};
-use super::constrained::{Constraint, ConstraintFactory, OutputShape};
+use super::constrained::{Constraint, ConstraintFactory, OutputLimits, OutputShape};
 use super::error::{EngineError, Result};
 use super::models::CausalLm;
 use super::sampling::Sampler;
@@ -37,8 +37,9 @@ impl ChatRuntime {
         model: Box<dyn CausalLm>,
         tokenizer: Arc<TextTokenizer>,
         template: ChatTemplate,
+        limits: OutputLimits,
     ) -> Result<Self> {
-        let constraints = ConstraintFactory::new(tokenizer.clone())?;
+        let constraints = ConstraintFactory::new(tokenizer.clone(), limits)?;
         Ok(Self {
             model,
             tokenizer,
@@ -92,11 +93,7 @@ impl ChatRuntime {
         cancel: &AtomicBool,
         emit: &mut Emit,
     ) -> Result<GenerationSummary> {
-        let shape = OutputShape::for_request(
-            &request.response_format,
-            &request.tools,
-            &request.tool_choice,
-        )?;
+        let shape = OutputShape::for_request(request)?;
         let mut constraint = self.constraints.constraint(&shape)?;
         let prompt = self.prompt_tokens(request)?;
         let context = self.model.context_length();
@@ -150,8 +147,10 @@ impl ChatRuntime {
                     true
                 }
             };
-            if stopped || grammar_done {
-                if grammar_done {
+            let repeated_call =
+                bytes.contains(&b'>') && shape.ends_with_repeated_call(stream.text());
+            if stopped || grammar_done || repeated_call {
+                if grammar_done || repeated_call {
                     finish = FinishReason::Stop;
                 }
                 break;
@@ -162,10 +161,12 @@ impl ChatRuntime {
         }
         let tail = stream.finish();
         deltas.send(tail, emit);
-        let tool_calls = match shape.parse_tool_call(stream.text()) {
-            Ok(call) => call.into_iter().collect::<Vec<_>>(),
+        // A cut-off output (length, cancel) keeps its complete calls; one without any is
+        // sent as text.
+        let tool_calls = match shape.parse_tool_calls(stream.text()) {
+            Ok(calls) => calls,
             Err(err) if finish == FinishReason::Stop => return Err(err),
-            Err(_) => Vec::new(),
+            Err(_) => shape.complete_tool_calls(stream.text()),
         };
         if !tool_calls.is_empty() {
             finish = FinishReason::ToolCalls;
@@ -248,8 +249,9 @@ fn advance(constraint: Option<&mut Constraint>, token: u32) -> Result<bool> {
 }
 
 /// Decides which generated text is sent as content deltas: all of it for text and JSON,
-/// none for a forced tool call, and for "auto" tool mode everything unless the output
-/// opens a tool call (held until the first character shows which).
+/// none for forced tool calls, and for "auto" tool mode everything unless the output
+/// opens a tool call (held until the first character shows which: the grammar lets calls
+/// start only at the first character, and text never starts with `<`).
 struct DeltaGate {
     mode: GateMode,
     held: String,
@@ -265,8 +267,8 @@ enum GateMode {
 impl DeltaGate {
     fn new(shape: &OutputShape) -> Self {
         let mode = match shape {
-            OutputShape::ToolCallOnly(_) => GateMode::Suppress,
-            OutputShape::TextOrToolCall(_) => GateMode::Undecided,
+            OutputShape::ToolCalls { .. } => GateMode::Suppress,
+            OutputShape::TextOrToolCalls { .. } => GateMode::Undecided,
             _ => GateMode::Pass,
         };
         Self {
@@ -288,7 +290,7 @@ impl DeltaGate {
             }
             GateMode::Undecided => {
                 self.held.push_str(&text);
-                match self.held.trim_start().chars().next() {
+                match self.held.chars().next() {
                     None => true,
                     Some('<') => {
                         self.mode = GateMode::Suppress;

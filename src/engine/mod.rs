@@ -14,6 +14,7 @@ mod handle;
 mod kv_cache;
 mod models;
 mod sampling;
+mod schema_bounds;
 mod text_stream;
 mod tokenizer;
 mod types;
@@ -21,6 +22,7 @@ mod worker;
 
 use std::path::PathBuf;
 
+pub use constrained::{bounded_schema, OutputLimits, MAX_FRACTION_DIGITS, MAX_TOOL_CALLS};
 pub use embed::BATCH_SIZE as EMBED_BATCH_SIZE;
 pub use embed_tokens::EmbeddingTokenizer;
 pub use error::{EngineError, Result};
@@ -51,6 +53,8 @@ pub struct EngineConfig {
     pub queue_depth: usize,
     /// Upper bound on the context window, whatever the model allows (memory cap).
     pub max_context: usize,
+    /// Bounds on what output schemas leave open (constrained decoding).
+    pub output_limits: OutputLimits,
 }
 
 /// Checks that a model file opens and its tokenizer and template load, without loading

@@ -61,10 +61,10 @@ pub struct ToolSpec {
 pub enum ToolChoice {
     /// Never call a tool (the default when no tools are given).
     None,
-    /// The model decides between answering and calling one tool.
+    /// The model decides between answering and calling tools.
     #[default]
     Auto,
-    /// The model must call one of the tools.
+    /// The model must call at least one of the tools.
     Required,
     /// The model must call this tool.
     Named(String),
@@ -140,6 +140,8 @@ pub struct ChatRequest {
     /// The start of the assistant's answer, already written: generation continues it
     /// (a resumed run). Tokenized as plain text after the generation prompt.
     pub assistant_prefix: Option<String>,
+    /// At most one tool call (OpenAI's `parallel_tool_calls: false`); otherwise several.
+    pub single_tool_call: bool,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]

@@ -14,7 +14,7 @@ use super::gguf::GgufFile;
 use super::handle::{ChatJob, ChatModelHandle, EmbedJob, EmbedModelHandle};
 use super::tokenizer::TextTokenizer;
 use super::types::{GenerationEvent, ModelInfo, ModelKind};
-use super::{device, models, EngineConfig, ModelSpec};
+use super::{device, models, EngineConfig, ModelSpec, OutputLimits};
 
 /// Loads a chat model on a new thread and returns its handle once it is ready.
 pub fn spawn_chat(spec: &ModelSpec, config: &EngineConfig) -> Result<ChatModelHandle> {
@@ -22,9 +22,10 @@ pub fn spawn_chat(spec: &ModelSpec, config: &EngineConfig) -> Result<ChatModelHa
     let (ready, ready_rx) = flume::bounded(1);
     let spec = spec.clone();
     let max_context = config.max_context;
+    let limits = config.output_limits.clone();
     std::thread::Builder::new()
         .name(format!("chat-{}", spec.id))
-        .spawn(move || match load_chat(&spec, max_context) {
+        .spawn(move || match load_chat(&spec, max_context, limits) {
             Ok((runtime, info)) => {
                 let _ = ready.send(Ok(info));
                 serve_chat(runtime, jobs);
@@ -40,7 +41,11 @@ pub fn spawn_chat(spec: &ModelSpec, config: &EngineConfig) -> Result<ChatModelHa
     Ok(ChatModelHandle::new(info, queue))
 }
 
-fn load_chat(spec: &ModelSpec, max_context: usize) -> Result<(ChatRuntime, ModelInfo)> {
+fn load_chat(
+    spec: &ModelSpec,
+    max_context: usize,
+    limits: OutputLimits,
+) -> Result<(ChatRuntime, ModelInfo)> {
     let gguf = GgufFile::open(&spec.path)?;
     let tokenizer = Arc::new(TextTokenizer::load(&gguf)?);
     let token_text = |id: Option<u64>| {
@@ -59,7 +64,7 @@ fn load_chat(spec: &ModelSpec, max_context: usize) -> Result<(ChatRuntime, Model
             reason: e.to_string(),
         })?;
     let (model, architecture) = models::load(gguf, &device::select(), max_context)?;
-    let runtime = ChatRuntime::new(model, tokenizer, template)?;
+    let runtime = ChatRuntime::new(model, tokenizer, template, limits)?;
     let info = ModelInfo {
         id: spec.id.clone(),
         kind: ModelKind::Chat,

@@ -99,9 +99,28 @@ async fn read(
     caller.require(Permission::Chat)?;
     let store = state.store.clone();
     let owner = caller.user.id;
-    let (conversation, messages) = blocking(move || Ok(store.conversation(owner, &id)?)).await?;
+    let (conversation, messages, citations) = blocking(move || {
+        let (conversation, messages) = store.conversation(owner, &id)?;
+        let citations = store.conversation_citations(owner, &id)?;
+        Ok((conversation, messages, citations))
+    })
+    .await?;
     let mut body = conversation_json(&conversation);
-    body["messages"] = messages.iter().map(message_json).collect();
+    body["messages"] = messages
+        .iter()
+        .map(|message| {
+            let mut json = message_json(message);
+            let cited: Vec<serde_json::Value> = citations
+                .iter()
+                .filter(|(id, _, _)| *id == message.id)
+                .filter_map(|(_, _, text)| serde_json::from_str(text).ok())
+                .collect();
+            if !cited.is_empty() {
+                json["citations"] = serde_json::Value::Array(cited);
+            }
+            json
+        })
+        .collect();
     Ok(Json(body).into_response())
 }
 

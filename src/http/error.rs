@@ -64,6 +64,11 @@ pub enum ApiError {
     },
     /// The request conflicts with the object's state (a duplicate, an ended run, …).
     Conflict(String),
+    /// A capability this server's configuration leaves off (the alert webhook without
+    /// `--alert-token`): 404, with a message saying how to turn it on.
+    Disabled(String),
+    /// The alert webhook was called without its token, or with a wrong one.
+    BadWebhookToken,
     /// Stored data: not found, conflicts and invalid values map to 4xx, the rest to 500.
     Store(StoreError),
 }
@@ -74,6 +79,11 @@ impl ApiError {
             message: message.into(),
             param: Some(param.into()),
         }
+    }
+
+    /// The stable `code` the client sees for this error.
+    pub fn code(&self) -> &'static str {
+        self.parts().code
     }
 
     /// The status code and JSON body for this error. Logs the detail of internal errors.
@@ -168,6 +178,15 @@ impl ApiError {
             ApiError::Conflict(message) => {
                 ErrorParts::client(StatusCode::CONFLICT, "conflict", message, None)
             }
+            ApiError::Disabled(message) => {
+                ErrorParts::client(StatusCode::NOT_FOUND, "disabled", message, None)
+            }
+            ApiError::BadWebhookToken => ErrorParts::client(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "missing or wrong webhook token: send `Authorization: Bearer <alert token>`",
+                None,
+            ),
             ApiError::Store(err) => store_error_parts(err),
         }
     }
@@ -188,6 +207,15 @@ fn store_error_parts(err: &StoreError) -> ErrorParts {
         StoreError::Invalid(message) => {
             ErrorParts::client(StatusCode::BAD_REQUEST, "invalid_value", message, None)
         }
+        StoreError::Forbidden(message) => {
+            ErrorParts::client(StatusCode::FORBIDDEN, "forbidden", message, None)
+        }
+        StoreError::Mismatch(message) => ErrorParts::client(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "mismatch",
+            message,
+            None,
+        ),
         StoreError::Open { .. }
         | StoreError::Migration { .. }
         | StoreError::TooNew { .. }
@@ -495,5 +523,25 @@ mod tests {
             path: "/healthz".into(),
         };
         check(method, 405, "invalid_request_error", "method_not_allowed");
+    }
+
+    #[test]
+    fn store_errors_map_to_client_statuses() {
+        let client = "invalid_request_error";
+        check(StoreError::NotFound("action `a`".into()).into(), 404, client, "not_found");
+        check(StoreError::Conflict("decided".into()).into(), 409, client, "conflict");
+        check(StoreError::Invalid("bad".into()).into(), 400, client, "invalid_value");
+        check(StoreError::Forbidden("role".into()).into(), 403, client, "forbidden");
+        check(StoreError::Mismatch("hash".into()).into(), 422, client, "mismatch");
+        let body = check(
+            StoreError::Corrupt("secret detail".into()).into(),
+            500,
+            "server_error",
+            "internal_error",
+        );
+        assert_eq!(body["error"]["message"], INTERNAL_ERROR_MESSAGE);
+        check(ApiError::Disabled("off".into()), 404, client, "disabled");
+        check(ApiError::BadWebhookToken, 401, client, "unauthorized");
+        assert_eq!(ApiError::from(StoreError::Mismatch("x".into())).code(), "mismatch");
     }
 }

@@ -5,18 +5,22 @@
 //! CPU-heavy work runs on the async runtime. It never touches tensors, SQL or the model
 //! threads' internals.
 
+mod actions;
 mod assets;
 mod audit;
 mod auth;
 mod conversations;
 mod error;
 mod health;
+mod incidents;
 mod json;
 mod kb;
 pub(crate) mod login_limiter;
 mod openai;
 mod runs;
 mod session;
+#[cfg(test)]
+mod incidents_tests;
 #[cfg(test)]
 mod tests;
 
@@ -38,6 +42,7 @@ use crate::store::Store;
 
 pub use assets::CONTENT_SECURITY_POLICY;
 pub use error::ApiError;
+pub use incidents::AlertWebhook;
 pub use login_limiter::LoginLimiter;
 pub use session::SessionConfig;
 
@@ -52,6 +57,8 @@ pub struct AppState {
     pub sessions: SessionConfig,
     pub login_limiter: Arc<LoginLimiter>,
     pub limits: HttpLimits,
+    /// The Alertmanager webhook's token (off without `--alert-token`).
+    pub alerts: AlertWebhook,
     /// Becomes `true` when the server shuts down: open event streams end then, so a
     /// graceful shutdown does not wait for runs to finish.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
@@ -88,6 +95,8 @@ pub fn router(state: AppState) -> Router {
         .merge(conversations::routes())
         .merge(runs::routes())
         .merge(audit::routes())
+        .merge(incidents::routes())
+        .merge(actions::routes())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::require_caller,
@@ -95,6 +104,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(health::healthz))
         .merge(session::public_routes())
+        .merge(incidents::webhook_routes())
         .merge(assets::routes())
         .merge(protected)
         .fallback(error::route_not_found)

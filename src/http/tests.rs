@@ -34,6 +34,7 @@ fn engine() -> Arc<Engine> {
             threads: 1,
             queue_depth: 1,
             max_context: 512,
+            output_limits: Default::default(),
         };
         Arc::new(Engine::load(&config))
     });
@@ -79,6 +80,7 @@ fn state() -> AppState {
         sessions: SessionConfig::default(),
         login_limiter: Arc::new(LoginLimiter::default()),
         limits: LIMITS,
+        alerts: Default::default(),
         shutdown: tokio::sync::watch::channel(false).1,
     }
 }

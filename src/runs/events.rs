@@ -5,6 +5,25 @@
 use serde::Serialize;
 use serde_json::{json, Value};
 
+/// Every public event type, in the order a run usually emits them. The UI, the CLI bench
+/// and replay know exactly these.
+pub const EVENT_TYPES: [&str; 14] = [
+    "run.started",
+    "run.resumed",
+    "route.decided",
+    "tool.started",
+    "tool.completed",
+    "citation",
+    "card",
+    "confirmation.required",
+    "clarification.needed",
+    "message.delta",
+    "run.completed",
+    "run.failed",
+    "run.cancelled",
+    "run.degraded",
+];
+
 /// The event type names that end a run's stream.
 pub const TERMINAL_EVENT_TYPES: [&str; 3] = ["run.completed", "run.failed", "run.cancelled"];
 
@@ -13,6 +32,46 @@ pub const TERMINAL_EVENT_TYPES: [&str; 3] = ["run.completed", "run.failed", "run
 pub struct RunUsage {
     pub prompt_tokens: usize,
     pub completion_tokens: usize,
+}
+
+/// How the agent routed the message: public, auditable fields only (no reasoning).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RoutePublic {
+    pub intent: String,
+    pub mode: String,
+    pub confidence: f64,
+    pub source: String,
+    pub incident_id: Option<String>,
+    pub diagnostic_task_id: Option<String>,
+    pub needs_clarification: bool,
+    pub blocked_reason: Option<String>,
+    pub flags: Vec<String>,
+}
+
+/// A cited passage, numbered as the answer cites it.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct CitationPublic {
+    pub n: usize,
+    pub kb: String,
+    pub path: String,
+    pub title: Option<String>,
+    pub heading_path: Vec<String>,
+    /// Lines, pages or paragraphs, as the knowledge base reports them.
+    pub location: Option<Value>,
+    /// The passage's text (what the citation opens).
+    pub text: String,
+}
+
+/// An action that waits for a person: what exactly will happen if they confirm.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ConfirmationPublic {
+    pub action_id: String,
+    pub kind: String,
+    pub target: String,
+    pub reason: String,
+    pub parameters: Value,
+    pub parameters_hash: String,
+    pub expires_at: i64,
 }
 
 /// One public event of a run.
@@ -27,6 +86,35 @@ pub enum RunEvent {
         attempt: i64,
         resumed_chars: usize,
     },
+    /// The route and execution mode the agent chose.
+    RouteDecided(RoutePublic),
+    /// A tool call began (its name only: arguments may hold secrets).
+    ToolStarted {
+        call_id: String,
+        name: String,
+    },
+    /// A tool call ended: `ok`, `error` or `refused`, with a short public summary.
+    ToolCompleted {
+        call_id: String,
+        name: String,
+        status: String,
+        summary: String,
+    },
+    Citation(CitationPublic),
+    /// Structured facts (an incident, a diagnostic report, a list): the primary result.
+    Card {
+        kind: String,
+        data: Value,
+    },
+    ConfirmationRequired(ConfirmationPublic),
+    ClarificationNeeded {
+        question: String,
+    },
+    /// Part of the run fell back (e.g. the explanation of a direct read failed); the facts
+    /// it already produced stand.
+    Degraded {
+        reason: String,
+    },
     /// More text of the assistant's answer.
     MessageDelta {
         text: String,
@@ -35,6 +123,8 @@ pub enum RunEvent {
         message_id: String,
         finish_reason: String,
         usage: RunUsage,
+        /// answered | pending_action | clarification | refused
+        outcome: String,
     },
     Failed {
         reason: String,
@@ -48,6 +138,14 @@ impl RunEvent {
         match self {
             RunEvent::Started { .. } => "run.started",
             RunEvent::Resumed { .. } => "run.resumed",
+            RunEvent::RouteDecided(_) => "route.decided",
+            RunEvent::ToolStarted { .. } => "tool.started",
+            RunEvent::ToolCompleted { .. } => "tool.completed",
+            RunEvent::Citation(_) => "citation",
+            RunEvent::Card { .. } => "card",
+            RunEvent::ConfirmationRequired(_) => "confirmation.required",
+            RunEvent::ClarificationNeeded { .. } => "clarification.needed",
+            RunEvent::Degraded { .. } => "run.degraded",
             RunEvent::MessageDelta { .. } => "message.delta",
             RunEvent::Completed { .. } => "run.completed",
             RunEvent::Failed { .. } => "run.failed",
@@ -63,15 +161,30 @@ impl RunEvent {
                 attempt,
                 resumed_chars,
             } => json!({ "attempt": attempt, "resumed_chars": resumed_chars }),
+            RunEvent::RouteDecided(route) => json!(route),
+            RunEvent::ToolStarted { call_id, name } => json!({ "call_id": call_id, "name": name }),
+            RunEvent::ToolCompleted {
+                call_id,
+                name,
+                status,
+                summary,
+            } => json!({ "call_id": call_id, "name": name, "status": status, "summary": summary }),
+            RunEvent::Citation(citation) => json!(citation),
+            RunEvent::Card { kind, data } => json!({ "kind": kind, "data": data }),
+            RunEvent::ConfirmationRequired(confirmation) => json!(confirmation),
+            RunEvent::ClarificationNeeded { question } => json!({ "question": question }),
+            RunEvent::Degraded { reason } => json!({ "reason": reason }),
             RunEvent::MessageDelta { text } => json!({ "text": text }),
             RunEvent::Completed {
                 message_id,
                 finish_reason,
                 usage,
+                outcome,
             } => json!({
                 "message_id": message_id,
                 "finish_reason": finish_reason,
                 "usage": usage,
+                "outcome": outcome,
             }),
             RunEvent::Failed { reason } => json!({ "reason": reason }),
             RunEvent::Cancelled => json!({}),
@@ -124,12 +237,16 @@ mod tests {
                     prompt_tokens: 3,
                     completion_tokens: 4,
                 },
+                outcome: "answered".into(),
             },
             RunEvent::Failed {
                 reason: "boom".into(),
             },
             RunEvent::Cancelled,
         ];
+        for event in &events {
+            assert!(EVENT_TYPES.contains(&event.event_type()), "{event:?}");
+        }
         let terminal: Vec<bool> = events.iter().map(|e| is_terminal(e.event_type())).collect();
         assert_eq!(terminal, [false, false, false, true, true, true]);
         for event in &events {

@@ -1,13 +1,15 @@
-//! Run lifecycle: the worker threads that claim queued runs under a lease and answer them
-//! with the chat model, crash recovery (reclaiming expired leases and resuming from the
-//! event log), cancellation, and the closed set of public events with the bus that wakes
-//! their followers. Reaches models only through `engine` handles and data only through
-//! `store` traits; never touches axum.
+//! Run lifecycle: the worker threads that claim queued runs under a lease and hand each
+//! turn to a `TurnHandler` (the agent) through a narrow sink, crash recovery (reclaiming
+//! expired leases and resuming from the event log and checkpoint), cancellation, and the
+//! closed set of public events with the one place that appends them and wakes their
+//! followers. Reaches data only through `store` traits; never touches axum or models.
 
 mod bus;
-mod chat_turn;
+mod event_log;
 pub mod events;
+mod executor;
 mod reasoning_filter;
+pub mod turn;
 mod worker;
 
 use std::collections::HashSet;
@@ -15,10 +17,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use bus::{EventBus, Subscription};
-pub use events::{RunEvent, RunUsage};
+pub use event_log::EventLog;
+pub use events::{CitationPublic, ConfirmationPublic, RoutePublic, RunEvent, RunUsage};
+pub use reasoning_filter::ReasoningFilter;
+pub use turn::{OutcomeKind, TurnAnswer, TurnHandler, TurnInput, TurnOutcome, TurnSink, TurnStop};
 pub use worker::RunWorkers;
 
-use crate::store::{NewEvent, Run, RunStatus, Runs, Store, StoreError};
+use crate::store::{Run, RunStatus, Runs, Store, StoreError};
 
 /// How runs are executed.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,14 +35,10 @@ pub struct RunConfig {
     pub lease_secs: i64,
     /// A run interrupted this many times is failed instead of resumed again.
     pub max_attempts: i64,
-    /// Most tokens one answer may have.
-    pub max_answer_tokens: usize,
     /// Streamed text is stored as one `message.delta` event at most this often.
     pub delta_interval: Duration,
     /// How often expired leases are looked for while serving.
     pub reclaim_interval: Duration,
-    /// The system prompt every conversation starts with.
-    pub system_prompt: String,
 }
 
 impl Default for RunConfig {
@@ -46,12 +47,8 @@ impl Default for RunConfig {
             workers: 2,
             lease_secs: 30,
             max_attempts: 3,
-            max_answer_tokens: 512,
             delta_interval: Duration::from_millis(50),
             reclaim_interval: Duration::from_secs(5),
-            system_prompt: "You are Warden, a concise and careful assistant for operations \
-                            engineers. Answer in the user's language."
-                .to_owned(),
         }
     }
 }
@@ -84,7 +81,7 @@ impl Cancellations {
 /// What the HTTP layer needs of runs: waking the workers, cancelling, following events.
 #[derive(Clone)]
 pub struct RunService {
-    store: Arc<Store>,
+    log: EventLog,
     bus: EventBus,
     workers: Option<RunWorkers>,
 }
@@ -92,7 +89,7 @@ pub struct RunService {
 impl RunService {
     pub fn new(store: Arc<Store>, bus: EventBus, workers: Option<RunWorkers>) -> Self {
         Self {
-            store,
+            log: EventLog::new(store, bus.clone()),
             bus,
             workers,
         }
@@ -119,31 +116,22 @@ impl RunService {
     /// event (a worker still generating notices and stops). An ended run is left as it is.
     /// Blocking (SQLite): call it off the async runtime.
     pub fn cancel(&self, owner: i64, run_id: &str) -> Result<Run, StoreError> {
-        let run = self.store.run(owner, run_id)?;
+        let store = self.log.store();
+        let run = store.run(owner, run_id)?;
         if run.status.is_terminal() {
             return Ok(run);
         }
-        let event = RunEvent::Cancelled;
-        let data = event.data(now_ms());
-        let appended = self.store.finish_with_event(
-            run_id,
-            RunStatus::Cancelled,
-            None,
-            &NewEvent {
-                event_type: event.event_type(),
-                data: &data,
-            },
-            now_secs(),
-        )?;
-        if let Some(seq) = appended {
-            self.bus.publish(run_id, seq, true);
+        let appended =
+            self.log
+                .finish(run_id, RunStatus::Cancelled, None, &RunEvent::Cancelled)?;
+        if appended {
             // Only a claimed run has a worker to stop (and to forget the mark afterwards);
             // a queued one is never claimed once cancelled.
             if let (Some(workers), RunStatus::Running) = (&self.workers, run.status) {
                 workers.cancellations().insert(run_id);
             }
         }
-        self.store.run(owner, run_id)
+        store.run(owner, run_id)
     }
 }
 

@@ -8,9 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::chat_turn::{self, TurnContext};
-use super::{now_secs, Cancellations, EventBus, RunConfig};
-use crate::engine::ChatModelHandle;
+use super::executor::{self, RunContext};
+use super::{now_secs, Cancellations, EventBus, EventLog, RunConfig, TurnHandler};
 use crate::store::{Runs, Store, StoreError};
 
 /// How long an idle worker sleeps before looking at the queue again without a wake-up.
@@ -25,11 +24,11 @@ pub struct RunWorkers {
 }
 
 impl RunWorkers {
-    /// Recovers interrupted runs, then starts `config.workers` worker threads and the
-    /// reclaimer. Returns the ids of the runs recovered.
+    /// Recovers interrupted runs, then starts `config.workers` worker threads (each turn
+    /// is answered by `handler`) and the reclaimer. Returns the ids of the runs recovered.
     pub fn start(
         store: Arc<Store>,
-        chat: ChatModelHandle,
+        handler: Arc<dyn TurnHandler>,
         bus: EventBus,
         config: RunConfig,
     ) -> Result<(Self, Vec<String>), StoreError> {
@@ -38,10 +37,9 @@ impl RunWorkers {
         let (wake, woken) = flume::bounded(workers);
         let stop = Arc::new(AtomicBool::new(false));
         let cancellations = Cancellations::default();
-        let context = Arc::new(TurnContext {
-            store,
-            chat,
-            bus,
+        let context = Arc::new(RunContext {
+            log: EventLog::new(store, bus),
+            handler,
             config,
             cancellations: cancellations.clone(),
         });
@@ -93,20 +91,21 @@ fn spawn_named(name: String, body: impl FnOnce() + Send + 'static) {
 }
 
 /// One worker: claim, execute, repeat; sleep when the queue is empty.
-fn work(context: &TurnContext, worker_id: &str, woken: &flume::Receiver<()>, stop: &AtomicBool) {
+fn work(context: &RunContext, worker_id: &str, woken: &flume::Receiver<()>, stop: &AtomicBool) {
     while !stop.load(Ordering::Relaxed) {
         match context
-            .store
+            .log
+            .store()
             .claim_next(worker_id, now_secs(), context.config.lease_secs)
         {
             Ok(Some(run)) => {
                 let run_id = run.id.clone();
                 let outcome = catch_unwind(AssertUnwindSafe(|| {
-                    chat_turn::execute(context, worker_id, run)
+                    executor::execute(context, worker_id, run)
                 }));
                 if outcome.is_err() {
                     tracing::error!(run = %run_id, "run worker panicked; failing the run");
-                    chat_turn::fail(context, &run_id, "internal error while answering");
+                    executor::fail(context, &run_id, "internal error while answering");
                 }
             }
             Ok(None) => {
@@ -121,10 +120,10 @@ fn work(context: &TurnContext, worker_id: &str, woken: &flume::Receiver<()>, sto
 }
 
 /// Puts runs whose lease expired (a stuck or dead worker) back in the queue.
-fn reclaim(context: &TurnContext, workers: &RunWorkers) {
+fn reclaim(context: &RunContext, workers: &RunWorkers) {
     while !workers.stop.load(Ordering::Relaxed) {
         std::thread::sleep(context.config.reclaim_interval);
-        match context.store.reclaim_expired(now_secs()) {
+        match context.log.store().reclaim_expired(now_secs()) {
             Ok(ids) if !ids.is_empty() => {
                 tracing::warn!(runs = ?ids, "reclaimed runs whose lease expired");
                 workers.wake();

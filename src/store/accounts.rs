@@ -76,6 +76,8 @@ pub trait Accounts {
     /// All users, by name.
     fn users(&self) -> Result<Vec<User>>;
     fn user_by_name(&self, name: &str) -> Result<User>;
+    /// The user with this id (disabled ones too).
+    fn user_by_id(&self, id: i64) -> Result<User>;
     fn user_count(&self) -> Result<u64>;
     /// Disables the user, deletes their sessions and revokes their tokens, in one
     /// transaction. Disabling a disabled user changes nothing and succeeds.
@@ -137,6 +139,12 @@ impl Accounts for Store {
 
     fn user_by_name(&self, name: &str) -> Result<User> {
         self.read(|c| user_where(c, "name = ?1", name)?.ok_or_else(|| user_not_found(name)))
+    }
+
+    fn user_by_id(&self, id: i64) -> Result<User> {
+        self.read(|c| {
+            user_where(c, "id = ?1", id)?.ok_or_else(|| StoreError::NotFound(format!("user {id}")))
+        })
     }
 
     fn user_count(&self) -> Result<u64> {

@@ -90,16 +90,25 @@ pub trait Conversations {
     /// caller picks the message id (from `new_message_id`) so the event can name it; when
     /// the turn was already answered, the existing message's id is returned instead.
     /// `worker` must hold the run's lease (`Conflict` otherwise), unless the turn is
-    /// already answered.
+    /// already answered. `citations` are the answer's cited passages as (n, JSON).
+    #[allow(clippy::too_many_arguments)]
     fn complete_turn_with_event(
         &self,
         run_id: &str,
         worker: &str,
         message_id: &str,
         assistant_content: &str,
+        citations: &[(i64, String)],
         event: &NewEvent<'_>,
         now: i64,
     ) -> Result<CompletedTurn>;
+    /// The cited passages of the owner's conversation's messages, by message id, in order
+    /// of their numbers (JSON texts as stored).
+    fn conversation_citations(
+        &self,
+        owner: i64,
+        conversation_id: &str,
+    ) -> Result<Vec<(String, i64, String)>>;
 }
 
 /// A fresh id for an assistant message (`msg_` + random hex).
@@ -191,6 +200,7 @@ impl Conversations for Store {
         let answer = Answer {
             message_id: &message_id,
             content: assistant_content,
+            citations: &[],
             event: None,
             holder: None,
         };
@@ -204,17 +214,41 @@ impl Conversations for Store {
         worker: &str,
         message_id: &str,
         assistant_content: &str,
+        citations: &[(i64, String)],
         event: &NewEvent<'_>,
         now: i64,
     ) -> Result<CompletedTurn> {
         event.validate()?;
+        for (_, citation) in citations {
+            runs::validate_json(citation, "citation")?;
+        }
         let answer = Answer {
             message_id,
             content: assistant_content,
+            citations,
             event: Some(event),
             holder: Some(worker),
         };
         self.write(|t| complete_turn_in(t, run_id, &answer, now))
+    }
+
+    fn conversation_citations(
+        &self,
+        owner: i64,
+        conversation_id: &str,
+    ) -> Result<Vec<(String, i64, String)>> {
+        self.read(|c| {
+            owned_conversation(c, owner, conversation_id)?;
+            let mut statement = c.prepare(
+                "SELECT mc.message_id, mc.n, mc.citation FROM message_citations AS mc
+                 JOIN messages AS m ON m.id = mc.message_id
+                 WHERE m.conversation_id = ?1 ORDER BY m.turn, mc.n",
+            )?;
+            let rows = statement.query_map([conversation_id], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
     }
 }
 
@@ -238,6 +272,7 @@ fn owned_conversation(c: &Connection, owner: i64, id: &str) -> Result<Conversati
 struct Answer<'a> {
     message_id: &'a str,
     content: &'a str,
+    citations: &'a [(i64, String)],
     event: Option<&'a NewEvent<'a>>,
     holder: Option<&'a str>,
 }
@@ -295,6 +330,12 @@ fn complete_turn_in(
         run_id,
     };
     insert_message(t, &message, now)?;
+    for (n, citation) in answer.citations {
+        t.execute(
+            "INSERT INTO message_citations (message_id, n, citation) VALUES (?1, ?2, ?3)",
+            params![answer.message_id, n, citation],
+        )?;
+    }
     runs::set_terminal_status(t, run_id, RunStatus::Completed, None, now)?;
     let event_seq = answer
         .event
@@ -393,9 +434,10 @@ mod tests {
         let run = store.run(ALICE, &first.run_id).unwrap();
         assert_eq!(
             (run.status, run.turn, run.attempts),
-            (RunStatus::Queued, 1, 0)
+            (RunStatus::Queued, Some(1), 0)
         );
-        assert_eq!(run.conversation_id, conversation.id);
+        assert_eq!(run.kind, crate::store::RunKind::ChatTurn);
+        assert_eq!(run.conversation_id.as_deref(), Some(conversation.id.as_str()));
 
         let answer = store
             .complete_turn(&first.run_id, "Check /var/log.", 12)
@@ -526,16 +568,16 @@ mod tests {
         assert_eq!(claimed.id, turn.run_id);
         // Only the worker holding the lease may answer.
         assert!(matches!(
-            store.complete_turn_with_event(&turn.run_id, "w2", "msg_x", "stale", &done, 3),
+            store.complete_turn_with_event(&turn.run_id, "w2", "msg_x", "stale", &[], &done, 3),
             Err(StoreError::Conflict(_))
         ));
         let first = store
-            .complete_turn_with_event(&turn.run_id, "w1", "msg_a", "answer", &done, 3)
+            .complete_turn_with_event(&turn.run_id, "w1", "msg_a", "answer", &[], &done, 3)
             .unwrap();
         assert_eq!(first.event_seq, Some(1));
         // A resumed worker finishing the same turn again gets the same message back.
         let again = store
-            .complete_turn_with_event(&turn.run_id, "w2", "msg_b", "answer 2", &done, 4)
+            .complete_turn_with_event(&turn.run_id, "w2", "msg_b", "answer 2", &[], &done, 4)
             .unwrap();
         assert_eq!(
             again,

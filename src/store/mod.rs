@@ -7,12 +7,17 @@
 //! SSE.
 
 mod accounts;
+mod actions;
 mod audit;
 mod conversations;
+mod diagnostics;
+mod incidents;
 mod kb_catalog;
+mod ledger;
 mod maintenance;
 mod migrations;
 mod passwords;
+mod routes;
 mod runs;
 mod secrets;
 mod text_enum;
@@ -27,16 +32,30 @@ pub use accounts::{
     Accounts, ApiToken, NewApiToken, NewSession, Role, User, BOOTSTRAP_TOKEN_LIFETIME_SECS,
     LAST_SEEN_RESOLUTION_SECS,
 };
+pub use actions::{
+    parameters_hash, ActionDecision, Actions, DecidedAction, Decision, NewPendingAction,
+    PendingAction, PendingActionKind, PendingActionStatus, MAX_IDEMPOTENCY_KEY_CHARS,
+};
 pub use audit::{Audit, AuditEntry, AuditOutcome, AuditRow, MAX_AUDIT_ROWS_PER_READ, SYSTEM_ACTOR};
 pub use conversations::{
     new_message_id, CompletedTurn, Conversation, Conversations, Message, MessageRole, NewTurn,
 };
+pub use diagnostics::{
+    is_diagnostic_task_id, DiagnosticStatus, DiagnosticTask, DiagnosticTasks, NewDiagnosticTask,
+    MAX_DIAGNOSTIC_TASKS_PER_READ,
+};
+pub use incidents::{
+    is_incident_id, AlertStatus, AlertUpdate, Incident, IncidentStatus, Incidents, NewIncident,
+    MAX_INCIDENTS_PER_READ,
+};
 pub use kb_catalog::{
     CatalogChunk, CatalogDocument, ChunkRecord, DocumentChange, KbCatalog, KnowledgeBaseRecord,
 };
+pub use ledger::{ClaimOutcome, LedgerState, SideEffect, ToolClaim, ToolLedger};
 pub use maintenance::HealthCounts;
 pub use passwords::{MAX_PASSWORD_CHARS, MAX_USER_NAME_CHARS, MIN_PASSWORD_CHARS};
 pub use runs::{Event, NewEvent, Run, RunKind, RunStatus, Runs, MAX_EVENTS_PER_READ};
+pub use routes::{RouteRecord, RouteRecords};
 pub use secrets::{secret_hash, secret_matches_hash};
 
 /// How long a statement waits for a lock held by another connection.
@@ -68,6 +87,15 @@ pub enum StoreError {
     /// malformed JSON); the message is safe to show.
     #[error("{0}")]
     Invalid(String),
+    /// The caller may not do this (confirming a recovery request without the operator or
+    /// admin role); the message is safe to show. HTTP answers 403.
+    #[error("{0}")]
+    Forbidden(String),
+    /// A well-formed request that does not match what it is bound to: an idempotency key
+    /// reused for another request, or a confirmation whose parameters hash is not the
+    /// action's; the message is safe to show. HTTP answers 422.
+    #[error("{0}")]
+    Mismatch(String),
     /// The operating system's random generator or the password hasher failed.
     #[error("cryptographic operation failed: {0}")]
     Crypto(String),

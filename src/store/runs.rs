@@ -497,7 +497,7 @@ fn check_lease_secs(lease_secs: i64) -> Result<()> {
     Ok(())
 }
 
-fn validate_json(text: &str, what: &str) -> Result<()> {
+pub(super) fn validate_json(text: &str, what: &str) -> Result<()> {
     serde_json::from_str::<serde::de::IgnoredAny>(text)
         .map(|_| ())
         .map_err(|e| StoreError::Invalid(format!("{what} is not valid JSON: {e}")))

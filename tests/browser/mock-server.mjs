@@ -2,18 +2,23 @@
 // test without building the Rust binary or loading a model. It serves web/ the way the real
 // server does (`/` and `/assets/<file>`, with the same Content-Security-Policy) and
 // implements the browser API: cookie sessions with a CSRF cookie, sign-in rate limiting, the
-// first-administrator bootstrap, conversations, and runs whose answers stream as
-// Server-Sent Events with gapless ids and Last-Event-ID replay.
+// first-administrator bootstrap, conversations, runs whose answers stream as Server-Sent
+// Events with gapless ids and Last-Event-ID replay, and the chat agent's events and actions
+// (`GET /api/actions/{id}`, `POST /api/actions/{id}/confirm|reject`).
 //
 //   node tests/browser/mock-server.mjs [--port 8099] [--bootstrap] [--chaos]
 //
 // --bootstrap starts with no accounts and prints the `#bootstrap=TOKEN` link; otherwise the
-// account WARDEN_USER / WARDEN_PASSWORD (default alice / correct-horse) exists. --chaos drops
-// every event stream after a few events and replays a few events twice on reconnect, so the
-// UI's de-duplication is exercised. A message containing [[fail]], [[resume]] or [[slow]]
-// makes its run fail, simulate a server restart, or stream slowly.
+// account WARDEN_USER / WARDEN_PASSWORD (default alice / correct-horse, an admin) exists, and
+// the viewer vera / viewer-horse. --chaos drops every event stream after a few events and
+// replays a few events twice on reconnect, so the UI's de-duplication is exercised. A message
+// containing [[fail]], [[resume]] or [[slow]] makes its run fail, simulate a server restart,
+// or stream slowly. Agent scenarios (see SCENARIOS): [[kb]] cites two passages, [[incident]],
+// [[incidents]], [[report]] and [[missing]] show cards, [[diagnose]] and [[recover]] propose
+// actions to confirm, [[clarify]] asks a question, [[degraded]] adds a run.degraded notice,
+// and [[xss]] puts HTML into citation and card fields.
 
-import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import { extname, join } from 'node:path';
@@ -39,6 +44,12 @@ const LOGIN_LOCKOUT_SECONDS = 30;
 const HEARTBEAT_MS = 10_000;
 const CHAOS_DROP_AFTER_EVENTS = 7;
 const CHAOS_REPLAY_OVERLAP = 3;
+/** Agent scenarios stream shorter answers, and their other events this far apart. */
+const SCENARIO_DELTA_COUNT = 12;
+const SCENARIO_STEP_MS = 80;
+const SLOW_SCENARIO_STEP_MS = 700;
+const ACTION_LIFETIME_SECONDS = 600;
+const HOSTILE_HTML = '<img src=x onerror="window.__xss=1">';
 
 /** Starts the mock; resolves to {url, port, close(), state}. */
 export async function startMockServer({ port = 0, host = '127.0.0.1', bootstrap = false, chaos = false, user, password } = {}) {
@@ -75,6 +86,11 @@ function newState({ bootstrap, user, password }) {
     conversations: new Map(),
     runs: new Map(),
     streams: new Set(),
+    /** Proposed actions by id; `actionDelayMs` holds each decision that long (to see it in flight). */
+    actions: new Map(),
+    actionDelayMs: 0,
+    /** Every decision request: {actionId, decision, key, status}. */
+    decisions: [],
     nextId: 1,
     bootstrapToken: null,
   };
@@ -82,6 +98,7 @@ function newState({ bootstrap, user, password }) {
     state.bootstrapToken = randomToken();
   } else {
     state.users.push({ id: state.nextId++, name: user ?? process.env.WARDEN_USER ?? 'alice', password: password ?? process.env.WARDEN_PASSWORD ?? 'correct-horse', role: 'admin' });
+    state.users.push({ id: state.nextId++, name: 'vera', password: 'viewer-horse', role: 'viewer' });
   }
   return state;
 }
@@ -149,8 +166,7 @@ async function handle(state, options, request, response) {
     if (!body || typeof body.content !== 'string' || body.content.trim() === '') {
       return sendError(response, 400, 'bad_request', 'content must be a non-empty string');
     }
-    if (user.role === 'viewer') return sendError(response, 403, 'forbidden', 'viewers cannot send messages');
-    return sendJson(response, 202, postMessage(state, conversation, body.content));
+    return sendJson(response, 202, postMessage(state, conversation, body.content, user));
   }
   if ((match = route(/^\/api\/runs\/(\d+)$/)) && method === 'GET') {
     const run = ownedRun(state, user, match[1]);
@@ -166,6 +182,14 @@ async function handle(state, options, request, response) {
       finishRun(state, run, 'cancelled', {});
     }
     return sendJson(response, 202, publicRun(run));
+  }
+  if ((match = route(/^\/api\/actions\/([A-Za-z0-9_-]+)$/)) && method === 'GET') {
+    const action = ownedAction(state, user, match[1]);
+    if (!action) return sendError(response, 404, 'not_found', 'no such action');
+    return sendJson(response, 200, { action: publicAction(action) });
+  }
+  if ((match = route(/^\/api\/actions\/([A-Za-z0-9_-]+)\/(confirm|reject)$/)) && method === 'POST') {
+    return decideAction(state, user, match[1], match[2], request, response);
   }
   if ((match = route(/^\/api\/runs\/(\d+)\/events$/)) && method === 'GET') {
     const run = ownedRun(state, user, match[1]);
@@ -288,7 +312,7 @@ function publicRun(run) {
   return { id, conversation_id, turn, status, failure_reason, attempts, created_at, updated_at };
 }
 
-function postMessage(state, conversation, content) {
+function postMessage(state, conversation, content, user) {
   const now = unixNow();
   const turn = conversation.messages.reduce((max, message) => Math.max(max, message.turn), 0) + 1;
   const run = {
@@ -310,13 +334,18 @@ function postMessage(state, conversation, content) {
   conversation.updated_at = now;
   if (!conversation.title) conversation.title = [...content.trim().split('\n')[0]].slice(0, 60).join('');
   state.runs.set(run.id, run);
-  simulateRun(state, conversation, run, content);
+  simulateRun(state, conversation, run, content, user);
   return { run_id: run.id, message_id: message.id, turn };
 }
 
-/** Schedules the run's fake generation: start, ~40 deltas, then the terminal event. */
-function simulateRun(state, conversation, run, content) {
-  const chunks = splitIntoChunks(answerFor(content), DELTA_COUNT);
+/**
+ * Schedules the run's fake generation: start, the scenario's agent events (route, tools,
+ * citations, cards), ~40 deltas (fewer for agent scenarios), the scenario's closing events
+ * (confirmations, questions), then the terminal event.
+ */
+function simulateRun(state, conversation, run, content, user) {
+  const scenario = scenarioFor(state, run, user, content);
+  const chunks = splitIntoChunks(scenario.answer, scenario.deltaCount);
   const interval = content.includes('[[slow]]') ? SLOW_DELTA_INTERVAL_MS : DELTA_INTERVAL_MS;
   const schedule = (delay, action) => run.timers.push(setTimeout(action, delay));
   schedule(QUEUE_DELAY_MS, () => {
@@ -324,8 +353,15 @@ function simulateRun(state, conversation, run, content) {
     run.attempts = 1;
     emit(state, run, 'run.started', { attempt: 1 });
   });
+  const step = content.includes('[[slow]]') ? SLOW_SCENARIO_STEP_MS : SCENARIO_STEP_MS;
+  let at = QUEUE_DELAY_MS;
+  for (const [type, data] of scenario.before) {
+    at += step;
+    schedule(at, () => emit(state, run, type, data));
+  }
+  const deltasFrom = at;
   chunks.forEach((chunk, index) => {
-    schedule(QUEUE_DELAY_MS + (index + 1) * interval, () => {
+    schedule(deltasFrom + (index + 1) * interval, () => {
       if (content.includes('[[fail]]') && index === 10) {
         stopRun(run);
         finishRun(state, run, 'failed', { reason: 'the model stopped unexpectedly (mock failure)' });
@@ -342,17 +378,174 @@ function simulateRun(state, conversation, run, content) {
       emit(state, run, 'message.delta', { text: chunk });
     });
   });
-  schedule(QUEUE_DELAY_MS + (chunks.length + 1) * interval, () => {
+  at = deltasFrom + chunks.length * interval;
+  for (const [type, data] of scenario.after) {
+    at += step;
+    schedule(at, () => emit(state, run, type, data));
+  }
+  schedule(at + interval, () => {
     const now = unixNow();
     const message = { id: state.nextId++, turn: run.turn, role: 'assistant', content: run.answer, run_id: run.id, created_at: now };
+    if (scenario.citations.length > 0) message.citations = scenario.citations;
     conversation.messages.push(message);
     conversation.updated_at = now;
     finishRun(state, run, 'completed', {
       message_id: message.id,
       finish_reason: 'stop',
       usage: { prompt_tokens: 42 + [...content].length, completion_tokens: chunks.length * 3 },
+      outcome: scenario.outcome,
     });
   });
+}
+
+/**
+ * What the agent does for a message: {before: [[type, data]…], answer, after, outcome,
+ * citations, deltaCount}. Actions a scenario proposes are stored when the message arrives.
+ */
+function scenarioFor(state, run, user, content) {
+  const has = (word) => content.includes(`[[${word}]]`);
+  const hostile = has('xss');
+  const route = (intent, mode, source, confidence, extra = {}) => ['route.decided', {
+    intent, mode, confidence, source, incident_id: null, diagnostic_task_id: null,
+    needs_clarification: false, blocked_reason: null, flags: [], ...extra,
+  }];
+  const tool = (callId, name, status, summary) => [
+    ['tool.started', { call_id: callId, name }],
+    ['tool.completed', { call_id: callId, name, status, summary }],
+  ];
+  const scenario = { before: [], answer: '', after: [], outcome: 'answered', citations: [], deltaCount: SCENARIO_DELTA_COUNT };
+  const degraded = has('degraded') ? [['run.degraded', { reason: 'the explanation model timed out; the facts above stand' }]] : [];
+
+  if (has('kb')) {
+    const citations = [
+      {
+        n: 1, kb: 'ops-runbooks', path: 'disk/full-disk.md', title: hostile ? `Disk ${HOSTILE_HTML} runbook` : 'When a disk is full',
+        heading_path: ['Disk', 'When a disk is full', 'First checks'], location: { lines: [12, 24] },
+        text: hostile
+          ? `Run df -h first.\n${HOSTILE_HTML}\n<script>window.__xss=2</script>`
+          : 'Run `df -h` to see which filesystem is full, then `df -i` for inodes.\nA filesystem can be full of inodes while df -h still shows free space.',
+      },
+      {
+        n: 2, kb: 'ops-runbooks', path: 'logging/journald.pdf', title: 'Journald retention',
+        heading_path: ['Logging', 'Retention'], location: { pages: [3, 3] },
+        text: 'journalctl --vacuum-size=500M keeps the newest 500 MB of journal files and deletes the rest.',
+      },
+    ];
+    scenario.before = [
+      route('knowledge_question', 'bounded_react', 'classifier', 0.82),
+      ...tool('call_1', 'kb_search', 'ok', '2 passages from ops-runbooks'),
+      ...citations.map((citation) => ['citation', citation]),
+    ];
+    scenario.citations = citations;
+    scenario.answer = [
+      'Check which filesystem is full with `df -h`, and inodes with `df -i` [1].',
+      '',
+      'Then trim the journal: `journalctl --vacuum-size=500M` keeps the newest 500 MB [2]. A marker of a passage that was not cited stays text [7].',
+    ].join('\n');
+  } else if (has('incidents')) {
+    scenario.before = [
+      route('incident_query', 'direct_read', 'rule', 1),
+      ...tool('call_1', 'list_incidents', 'ok', '3 incidents'),
+      ['card', { kind: 'incident_list', data: { incidents: [incident('INC-1042', 'firing', hostile), incident('INC-1041', 'resolved'), incident('INC-1039', 'closed')] } }],
+      ...degraded,
+    ];
+    scenario.answer = 'Three recent incidents; **INC-1042** is still firing.';
+  } else if (has('incident')) {
+    scenario.before = [
+      route('incident_query', 'direct_read', 'rule', 1, { incident_id: 'INC-1042' }),
+      ...tool('call_1', 'get_incident', 'ok', 'INC-1042 (firing)'),
+      ['card', { kind: 'incident', data: incident('INC-1042', 'firing', hostile) }],
+      ...degraded,
+    ];
+    scenario.answer = 'INC-1042 is **firing**: checkout latency has been above its objective since the deploy.';
+  } else if (has('report')) {
+    scenario.before = [
+      route('diagnostic_status', 'direct_read', 'rule', 1, { diagnostic_task_id: 'diagnostic_7f3a' }),
+      ...tool('call_1', 'get_diagnostic_report', 'ok', 'diagnostic_7f3a (completed)'),
+      ['card', { kind: 'diagnostic_report', data: diagnosticTask(hostile) }],
+    ];
+    scenario.answer = 'The diagnostic found connection pool exhaustion in checkout-db. Recovery needs a person to approve it.';
+  } else if (has('missing')) {
+    scenario.before = [
+      route('incident_query', 'direct_read', 'rule', 1, { incident_id: 'INC-9999' }),
+      ...tool('call_1', 'get_incident', 'error', 'incident `INC-9999` was not found'),
+      ['card', { kind: 'not_found', data: { resource: 'incident', id: hostile ? HOSTILE_HTML : 'INC-9999' } }],
+    ];
+    scenario.answer = 'There is no incident INC-9999.';
+  } else if (has('diagnose') || has('recover')) {
+    const recovery = has('recover');
+    const action = proposeAction(state, run, user, recovery
+      ? {
+        kind: 'recovery_request', target: 'diagnostic_7f3a', reason: 'The report recommends restarting the checkout-db connection pooler.',
+        parameters: { diagnostic_task_id: 'diagnostic_7f3a', step: 'restart', service: hostile ? HOSTILE_HTML : 'checkout-db-pooler' },
+      }
+      : {
+        kind: 'diagnostic_start', target: 'INC-1042', reason: hostile ? HOSTILE_HTML : 'You asked to diagnose INC-1042.',
+        parameters: { incident_id: 'INC-1042', depth: 'standard', window_minutes: 30 },
+      });
+    scenario.before = [
+      route(recovery ? 'recovery_request' : 'diagnostic_start', 'confirmation_required', 'rule', 1, recovery ? { diagnostic_task_id: 'diagnostic_7f3a' } : { incident_id: 'INC-1042' }),
+      ...tool('call_1', recovery ? 'get_diagnostic_report' : 'get_incident', 'ok', recovery ? 'diagnostic_7f3a (completed)' : 'INC-1042 (firing)'),
+    ];
+    scenario.answer = recovery
+      ? 'I can ask for approval to restart the pooler. Nothing runs until you confirm, and even then only the approval is recorded.'
+      : 'I can start a diagnostic of INC-1042. Confirm below to start it.';
+    scenario.after = [['confirmation.required', {
+      action_id: action.id, kind: action.kind, target: action.target, reason: action.reason,
+      parameters: action.parameters, parameters_hash: action.parameters_hash, expires_at: action.expires_at,
+    }]];
+    scenario.outcome = 'pending_action';
+  } else if (has('clarify')) {
+    const question = 'Which incident do you mean: INC-1042 (checkout) or INC-1041 (search)?';
+    scenario.before = [route('incident_query', 'clarification', 'classifier', 0.41, { needs_clarification: true, flags: ['ambiguous_reference'] })];
+    scenario.after = [['clarification.needed', { question }]];
+    scenario.answer = question;
+    scenario.outcome = 'clarification';
+  } else {
+    scenario.before = [route('chat', 'bounded_react', 'classifier', 0.9)];
+    scenario.answer = answerFor(content);
+    scenario.deltaCount = DELTA_COUNT;
+  }
+  if (has('kb') || has('report') || has('missing') || has('diagnose') || has('recover') || has('clarify')) scenario.before.push(...degraded);
+  return scenario;
+}
+
+function incident(id, status, hostile = false) {
+  return {
+    id,
+    fingerprint: 'a1b2c3d4e5f6',
+    title: hostile ? `Checkout ${HOSTILE_HTML} latency` : `Checkout latency above SLO (${id})`,
+    service: hostile ? HOSTILE_HTML : 'checkout',
+    severity: 'critical',
+    status,
+    labels: { team: 'payments', region: 'eu-west-1' },
+    annotations: {},
+    starts_at: 1_760_000_000,
+    ends_at: status === 'firing' ? null : 1_760_003_600,
+    created_at: 1_760_000_005,
+    updated_at: 1_760_000_300,
+  };
+}
+
+function diagnosticTask(hostile = false) {
+  return {
+    id: 'diagnostic_7f3a',
+    incident_id: 'INC-1042',
+    owner_id: 1,
+    run_id: 'run_diag_1',
+    status: 'completed',
+    report: {
+      component: hostile ? HOSTILE_HTML : 'checkout-db',
+      mechanism: 'Connection pool exhausted after the deploy doubled the worker count.',
+      recoveryMode: 'manual',
+      executionPermitted: false,
+      humanApprovalRequired: true,
+      validatorStatus: 'passed',
+      evidenceIds: ['ev_metrics_17', 'ev_logs_4', hostile ? HOSTILE_HTML : 'ev_trace_9'],
+    },
+    created_at: 1_760_000_400,
+    updated_at: 1_760_000_900,
+  };
 }
 
 function finishRun(state, run, status, data) {
@@ -408,6 +601,98 @@ function splitIntoChunks(text, count) {
   const chunks = [];
   for (let start = 0; start < chars.length; start += size) chunks.push(chars.slice(start, start + size).join(''));
   return chunks;
+}
+
+// --- Actions ------------------------------------------------------------------------------------
+
+function proposeAction(state, run, user, { kind, target, reason, parameters }) {
+  const now = unixNow();
+  const action = {
+    id: `act_${randomBytes(6).toString('hex')}`,
+    kind, target, reason, parameters,
+    parameters_hash: parametersHash(parameters),
+    run_id: run.id,
+    owner_id: user.id,
+    status: 'pending',
+    result: null,
+    expires_at: now + ACTION_LIFETIME_SECONDS,
+    created_at: now,
+    decided_at: null,
+    responses: new Map(),
+  };
+  state.actions.set(action.id, action);
+  return action;
+}
+
+/** sha256 of the parameters as JSON with sorted keys (what the real server hashes). */
+export function parametersHash(parameters) {
+  const canonical = (value) => {
+    if (Array.isArray(value)) return value.map(canonical);
+    if (value !== null && typeof value === 'object') {
+      return Object.fromEntries(Object.keys(value).sort().map((key) => [key, canonical(value[key])]));
+    }
+    return value;
+  };
+  return createHash('sha256').update(JSON.stringify(canonical(parameters))).digest('hex');
+}
+
+function ownedAction(state, user, id) {
+  const action = state.actions.get(id);
+  return action && action.owner_id === user.id ? action : null;
+}
+
+function publicAction(action) {
+  const { id, kind, target, reason, parameters, parameters_hash, run_id, status, result, expires_at, created_at, decided_at } = action;
+  return { id, kind, target, reason, parameters, parameters_hash, run_id, status, result, expires_at, created_at, decided_at };
+}
+
+/**
+ * POST /api/actions/{id}/confirm|reject: needs an Idempotency-Key (a repeated key gets the
+ * first answer again) and the parameters hash the person saw. 409 once decided or expired,
+ * 422 when the hash differs, 403 when a viewer confirms a recovery.
+ */
+async function decideAction(state, user, id, decision, request, response) {
+  const body = await readJson(request);
+  const action = ownedAction(state, user, id);
+  if (!action) return sendError(response, 404, 'not_found', 'no such action');
+  const key = request.headers['idempotency-key'];
+  if (typeof key !== 'string' || !/^[A-Za-z0-9_-]{1,128}$/.test(key)) {
+    return sendError(response, 400, 'bad_request', 'send an Idempotency-Key header');
+  }
+  if (!body || typeof body.parameters_hash !== 'string') return sendError(response, 400, 'bad_request', 'parameters_hash is required');
+  const record = (status, payload) => {
+    state.decisions.push({ actionId: id, decision, key, status });
+    action.responses.set(key, { status, payload });
+    sendJson(response, status, payload);
+  };
+  const previous = action.responses.get(key);
+  if (previous) return sendJson(response, previous.status, previous.payload);
+  if (state.actionDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, state.actionDelayMs));
+  const now = unixNow();
+  if (action.status === 'pending' && action.expires_at <= now) action.status = 'expired';
+  if (action.status !== 'pending') {
+    return record(409, { error: { code: 'conflict', message: `action \`${id}\` is already ${action.status}` } });
+  }
+  if (body.parameters_hash !== action.parameters_hash) {
+    return record(422, { error: { code: 'parameters_changed', message: 'the parameters changed since the action was proposed' } });
+  }
+  if (decision === 'confirm' && action.kind === 'recovery_request' && user.role === 'viewer') {
+    // Refused requests do not spend the key's decision: the viewer may still reject.
+    state.decisions.push({ actionId: id, decision, key, status: 403 });
+    return sendError(response, 403, 'forbidden', 'approving a recovery needs an operator or admin');
+  }
+  action.decided_at = now;
+  if (decision === 'reject') {
+    action.status = 'rejected';
+    action.result = null;
+  } else if (action.kind === 'diagnostic_start') {
+    action.status = 'executed';
+    action.result = { diagnostic_task_id: `diagnostic_${randomBytes(4).toString('hex')}`, run_id: `run_${randomBytes(4).toString('hex')}`, status: 'waiting_for_graph' };
+  } else {
+    action.status = 'confirmed';
+    action.result = { approval_id: `approval_${randomBytes(4).toString('hex')}` };
+  }
+  return record(200, { action: publicAction(action) });
 }
 
 // --- Server-Sent Events -------------------------------------------------------------------------

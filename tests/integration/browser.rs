@@ -1,8 +1,9 @@
 //! The browser UI in headless Chromium (Debian's `chromium`, driven by `playwright-core`,
 //! both installed by `tests/run`) against the real server and model: sign in, stream an
 //! answer, reload mid-stream, hostile Markdown stays inert, the run timeline, the Chinese
-//! UI. Screenshots are kept in `target/test-artifacts/browser/`. Also runs the Markdown
-//! renderer's unit tests under Node.
+//! UI. Screenshots are kept in `target/test-artifacts/browser/`. Against the in-memory mock
+//! server: the UI's edge cases and the chat agent's events (cards, citations, confirmations).
+//! Also runs the Markdown renderer's unit tests under Node.
 
 use std::process::Command;
 
@@ -68,6 +69,29 @@ fn chat_ui_edge_cases_against_the_mock_server() {
     assert!(output.status.success(), "mock UI tests failed:\n{report}");
     assert!(
         report.contains("# fail 0") && !report.contains("# skipped 1"),
+        "{report}"
+    );
+}
+
+/// How the UI shows the chat agent's run events (route chips, tool calls, citations that open
+/// their passage, fact and confirmation cards with confirm/reject/403/409/422, clarification
+/// questions, HTML in event fields staying inert, 中文 labels) against the mock's scripted
+/// scenarios.
+#[test]
+fn chat_ui_agent_events_against_the_mock_server() {
+    let output = Command::new("node")
+        .arg("tests/browser/agent.test.mjs")
+        .current_dir(repo())
+        .env(
+            "WARDEN_ARTIFACTS",
+            repo().join("target/test-artifacts/browser"),
+        )
+        .output()
+        .expect("cannot run node");
+    let report = node_output_report(&output);
+    assert!(output.status.success(), "agent UI tests failed:\n{report}");
+    assert!(
+        report.contains("# pass ") && report.contains("# fail 0") && report.contains("# skipped 0"),
         "{report}"
     );
 }

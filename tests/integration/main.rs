@@ -3,12 +3,15 @@
 
 mod util;
 
+mod agent;
 mod authorization;
 mod bad_model_files;
 mod browser;
 mod cli;
+mod incidents;
 mod kb;
 mod openai_client;
 mod runs;
 mod serve;
 mod sse;
+mod tidy;

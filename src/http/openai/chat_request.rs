@@ -47,6 +47,7 @@ pub(crate) fn validate_chat_request(
     let messages = messages(wire.messages)?;
     let tools = tools(wire.tools.unwrap_or_default())?;
     let tool_choice = tool_choice(wire.tool_choice, &tools)?;
+    let single_tool_call = wire.parallel_tool_calls == Some(false);
     let response_format = response_format(wire.response_format)?;
     let stream = wire.stream.unwrap_or(false);
     let include_usage = stream
@@ -62,6 +63,7 @@ pub(crate) fn validate_chat_request(
         sampling,
         max_tokens,
         stop,
+        single_tool_call,
         ..ChatRequest::default()
     };
     Ok(ValidChatRequest {
@@ -593,6 +595,11 @@ mod tests {
         );
         let none = valid(json!({"tools": tools, "tool_choice": "none"}));
         assert_eq!(none.request.tool_choice, ToolChoice::None);
+        assert!(!auto.request.single_tool_call, "several calls by default");
+        let single = valid(json!({"tools": tools, "parallel_tool_calls": false}));
+        assert!(single.request.single_tool_call);
+        let parallel = valid(json!({"tools": tools, "parallel_tool_calls": true}));
+        assert!(!parallel.request.single_tool_call);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The streamed answer of `POST /v1/chat/completions`: server-sent events, each frame
-//! `data: <json>\n\n`. Order: a role chunk, one chunk per text delta, the tool calls (if
-//! any), a chunk with `finish_reason`, a usage chunk when asked for, then `data: [DONE]`.
+//! `data: <json>\n\n`. Order: a role chunk, one chunk per text delta, one chunk per tool
+//! call (each with its `index`, as OpenAI streams them), a chunk with `finish_reason`, a
+//! usage chunk when asked for, then `data: [DONE]`.
 //! An error mid-stream sends one `data: {"error":…}` frame and ends the stream.
 //!
 //! The response body owns the `GenerationStream`: when the client disconnects, hyper drops
@@ -100,19 +101,12 @@ impl ChatStream {
             Some(Ok(GenerationEvent::Done(summary))) => {
                 let finish_reason = finish_reason(&summary);
                 let usage = Usage::of(&summary);
-                if !summary.tool_calls.is_empty() {
-                    let tool_calls = summary
-                        .tool_calls
-                        .into_iter()
-                        .enumerate()
-                        .map(ChunkToolCall::from);
-                    self.push_chunk(
-                        ChunkDelta {
-                            tool_calls: tool_calls.collect(),
-                            ..ChunkDelta::default()
-                        },
-                        None,
-                    );
+                for call in summary.tool_calls.into_iter().enumerate() {
+                    let delta = ChunkDelta {
+                        tool_calls: vec![ChunkToolCall::from(call)],
+                        ..ChunkDelta::default()
+                    };
+                    self.push_chunk(delta, None);
                 }
                 self.push_chunk(ChunkDelta::default(), Some(finish_reason));
                 if self.options.include_usage {
@@ -314,23 +308,29 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn tool_calls_stream_as_one_delta() {
-        let call = ToolCall {
-            id: "call_1".into(),
-            name: "f".into(),
+    async fn each_tool_call_streams_in_its_own_delta_with_its_index() {
+        let call = |id: &str, name: &str| ToolCall {
+            id: id.into(),
+            name: name.into(),
             arguments: "{}".into(),
         };
-        let done = GenerationEvent::Done(summary(FinishReason::ToolCalls, vec![call]));
+        let calls = vec![call("call_1", "f"), call("call_2", "g")];
+        let done = GenerationEvent::Done(summary(FinishReason::ToolCalls, calls));
         let frames = frames(TEXT, done, vec![]).await;
-        assert_eq!(frames.len(), 4, "{frames:#?}");
-        let calls = &data(&frames[1])["choices"][0]["delta"]["tool_calls"];
-        let expected = json!([{"index": 0, "id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]);
-        assert_eq!(calls, &expected);
+        assert_eq!(frames.len(), 5, "{frames:#?}");
+        for (frame, (index, id, name)) in frames[1..3]
+            .iter()
+            .zip([(0, "call_1", "f"), (1, "call_2", "g")])
+        {
+            let delta = &data(frame)["choices"][0]["delta"];
+            let expected = json!({"tool_calls": [{"index": index, "id": id, "type": "function", "function": {"name": name, "arguments": "{}"}}]});
+            assert_eq!(delta, &expected);
+        }
         assert_eq!(
-            data(&frames[2])["choices"][0]["finish_reason"],
+            data(&frames[3])["choices"][0]["finish_reason"],
             "tool_calls"
         );
-        assert_eq!(frames[3], "data: [DONE]");
+        assert_eq!(frames[4], "data: [DONE]");
     }
 
     #[tokio::test]

@@ -26,6 +26,8 @@ pub(crate) struct ChatCompletionRequest {
     pub response_format: Option<WireResponseFormat>,
     pub tools: Option<Vec<WireTool>>,
     pub tool_choice: Option<WireToolChoice>,
+    /// `false` allows at most one tool call per answer (default: several).
+    pub parallel_tool_calls: Option<bool>,
     pub n: Option<i64>,
 }
 

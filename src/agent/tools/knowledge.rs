@@ -1,0 +1,111 @@
+//! `knowledge_retrieval`: hybrid search over the knowledge bases the caller may read.
+//! Returns passages with their citations and whether each looks relevant; the ReAct loop
+//! numbers them [n] for the answer. Passages are data, never instructions.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::{Tool, ToolContext, ToolInfo, ToolResult, ALL_ROLES};
+use crate::retrieval::{Location, SearchHit};
+use crate::store::SideEffect;
+
+/// A vector similarity at or above this makes a hit relevant.
+pub const RELEVANT_VECTOR_SCORE: f32 = 0.35;
+/// Most characters of one passage shown to the model.
+const MAX_PASSAGE_CHARS: usize = 700;
+/// Hits returned by default and at most.
+const DEFAULT_HITS: u64 = 3;
+const MAX_HITS: u64 = 5;
+
+/// One retrieved passage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Passage {
+    pub kb: String,
+    pub path: String,
+    pub title: Option<String>,
+    pub heading_path: Vec<String>,
+    pub location: Option<Value>,
+    pub text: String,
+    pub relevant: bool,
+}
+
+pub struct KnowledgeRetrieval(ToolInfo);
+
+impl KnowledgeRetrieval {
+    pub fn new() -> Self {
+        Self(ToolInfo {
+            name: "knowledge_retrieval",
+            description: "Search the knowledge bases (runbooks, playbooks) for passages about \
+                a topic. Arguments: query (the topic, a few words), limit (1-5 passages). \
+                Returns numbered passages with their sources; cite them as [n]. Errors: \
+                no_knowledge_base when none is loaded.",
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "minLength": 1, "maxLength": 300},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_HITS}
+                },
+                "required": ["query"],
+                "additionalProperties": false
+            }),
+            side_effect: SideEffect::Read,
+            roles: ALL_ROLES,
+            timeout: Duration::from_secs(20),
+        })
+    }
+}
+
+impl Tool for KnowledgeRetrieval {
+    fn info(&self) -> &ToolInfo {
+        &self.0
+    }
+
+    fn call(&self, context: &ToolContext<'_>, arguments: &Value) -> ToolResult {
+        let Some(search) = context.search else {
+            return ToolResult::error("no_knowledge_base", "no knowledge base is loaded");
+        };
+        let query = arguments["query"].as_str().unwrap_or_default();
+        let limit = arguments["limit"].as_u64().unwrap_or(DEFAULT_HITS).clamp(1, MAX_HITS);
+        match search.search(query, context.readable_kbs, limit as usize) {
+            Ok(hits) => {
+                let passages: Vec<Passage> = hits.iter().map(passage).collect();
+                let relevant = passages.iter().filter(|p| p.relevant).count();
+                let summary = format!("{} passages, {relevant} relevant", passages.len());
+                ToolResult::Ok {
+                    data: json!({ "passages": passages }),
+                    summary,
+                }
+            }
+            Err(err) => ToolResult::error("search_failed", err),
+        }
+    }
+}
+
+fn passage(hit: &SearchHit) -> Passage {
+    // Without a vector list (e.g. Chinese text under an English embedding model) the BM25
+    // top hits are the evidence there is.
+    let relevant = match (&hit.vector, &hit.bm25) {
+        (Some(vector), _) => vector.score >= RELEVANT_VECTOR_SCORE,
+        (None, Some(bm25)) => bm25.rank <= 3,
+        (None, None) => false,
+    };
+    Passage {
+        kb: hit.citation.kb.clone(),
+        path: hit.citation.path.clone(),
+        title: hit.citation.title.clone(),
+        heading_path: hit.citation.heading_path.clone(),
+        location: hit.citation.location.map(location_json),
+        text: hit.text.chars().take(MAX_PASSAGE_CHARS).collect(),
+        relevant,
+    }
+}
+
+fn location_json(location: Location) -> Value {
+    match location {
+        Location::Lines { start, end } => json!({"lines": [start, end]}),
+        Location::Pages { start, end } => json!({"pages": [start, end]}),
+        Location::Paragraphs { start, end } => json!({"paragraphs": [start, end]}),
+    }
+}

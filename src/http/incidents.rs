@@ -1,0 +1,484 @@
+//! Incident routes: the Alertmanager webhook (`POST /api/alerts`, authenticated by its own
+//! bearer token rather than a user's, each call audited), incidents for every signed-in
+//! user (`GET /api/incidents`, `GET /api/incidents/{id}`), and the owner's diagnostic tasks
+//! with their reports (`GET /api/diagnostics/{id}`, 404 for another user's). Parses
+//! Alertmanager's version 4 payload, RFC 3339 times included.
+
+use std::collections::BTreeMap;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::http::header::AUTHORIZATION;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::auth::{Caller, Permission};
+use super::error::ApiError;
+use super::json::{ApiPath, ApiQuery};
+use super::{blocking, AppState};
+use crate::runs::now_secs;
+use crate::store::{
+    secret_hash, secret_matches_hash, AlertStatus, AlertUpdate, Audit, AuditEntry, AuditOutcome,
+    DiagnosticTasks, IncidentStatus, Incidents, MAX_INCIDENTS_PER_READ,
+};
+
+/// The audit actor of webhook calls.
+pub const ALERTMANAGER_ACTOR: &str = "alertmanager";
+/// The only Alertmanager webhook payload version understood.
+const PAYLOAD_VERSION: &str = "4";
+/// Most alerts one webhook call may carry.
+pub const MAX_ALERTS_PER_CALL: usize = 1000;
+/// Incidents listed when the request names no `limit`.
+const DEFAULT_INCIDENT_LIMIT: u32 = 50;
+
+/// The alert webhook's credential: only the SHA-256 of the token is kept. Off (every call
+/// answered 404) when the server has no `--alert-token`.
+#[derive(Clone, Default)]
+pub struct AlertWebhook {
+    token_hash: Option<String>,
+}
+
+impl AlertWebhook {
+    /// A webhook accepting `Authorization: Bearer <token>`.
+    pub fn with_token(token: &str) -> Self {
+        Self {
+            token_hash: Some(secret_hash(token)),
+        }
+    }
+
+    pub fn is_enabled(&self) -> bool {
+        self.token_hash.is_some()
+    }
+
+    /// Whether `presented` is the token (compared as hashes, in constant time).
+    fn accepts(&self, presented: &str) -> bool {
+        self.token_hash
+            .as_deref()
+            .is_some_and(|hash| secret_matches_hash(hash, presented))
+    }
+}
+
+impl std::fmt::Debug for AlertWebhook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = if self.is_enabled() { "on" } else { "off" };
+        write!(f, "AlertWebhook({state})")
+    }
+}
+
+/// The webhook: reachable without a user, checked against the webhook token instead.
+pub(super) fn webhook_routes() -> Router<AppState> {
+    Router::new().route("/api/alerts", post(receive_alerts))
+}
+
+/// Routes for signed-in users.
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/incidents", get(list))
+        .route("/api/incidents/{id}", get(read))
+        .route("/api/diagnostics/{id}", get(read_diagnostic))
+}
+
+/// Alertmanager's webhook body (version 4); fields Warden does not use are ignored.
+#[derive(Deserialize)]
+struct AlertmanagerPayload {
+    version: String,
+    #[serde(default)]
+    receiver: String,
+    alerts: Vec<AlertmanagerAlert>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AlertmanagerAlert {
+    status: AlertStatus,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+    #[serde(default)]
+    annotations: BTreeMap<String, String>,
+    starts_at: Option<String>,
+    ends_at: Option<String>,
+    #[serde(default)]
+    fingerprint: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    status: Option<String>,
+    limit: Option<u32>,
+}
+
+async fn receive_alerts(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    if !state.alerts.is_enabled() {
+        let detail = json!({ "reason": "the webhook is off" });
+        audit(
+            &state,
+            ALERTMANAGER_ACTOR,
+            "alert.receive",
+            None,
+            AuditOutcome::Denied,
+            Some(detail),
+        )
+        .await;
+        return Err(ApiError::Disabled(
+            "the alert webhook is off: start Warden with --alert-token (or WARDEN_ALERT_TOKEN)"
+                .to_owned(),
+        ));
+    }
+    if !bearer(&headers).is_some_and(|token| state.alerts.accepts(token)) {
+        let detail = json!({ "reason": "missing or wrong webhook token" });
+        audit(
+            &state,
+            ALERTMANAGER_ACTOR,
+            "alert.receive",
+            None,
+            AuditOutcome::Denied,
+            Some(detail),
+        )
+        .await;
+        return Err(ApiError::BadWebhookToken);
+    }
+    let received = record_alerts(&state, body).await;
+    let (outcome, detail) = match &received {
+        Ok((receiver, incidents)) => (
+            AuditOutcome::Success,
+            json!({ "receiver": receiver, "incidents": incidents }),
+        ),
+        Err(err) => (AuditOutcome::Failure, json!({ "error": err.code() })),
+    };
+    audit(
+        &state,
+        ALERTMANAGER_ACTOR,
+        "alert.receive",
+        None,
+        outcome,
+        Some(detail),
+    )
+    .await;
+    let (_, incidents) = received?;
+    Ok(Json(json!({ "incidents": incidents })).into_response())
+}
+
+/// Parses the payload and records each alert; the receiver's name and `[{id, created}]`.
+async fn record_alerts(
+    state: &AppState,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(String, Vec<Value>), ApiError> {
+    let body = body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge
+        } else {
+            ApiError::BadJson(rejection.body_text())
+        }
+    })?;
+    let payload: AlertmanagerPayload =
+        serde_json::from_slice(&body).map_err(|e| ApiError::BadJson(e.to_string()))?;
+    let updates = alert_updates(&payload)?;
+    let store = state.store.clone();
+    let incidents = blocking(move || {
+        let now = now_secs();
+        let mut incidents = Vec::with_capacity(updates.len());
+        for update in &updates {
+            let (incident, created) = store.upsert_alert(update, now)?;
+            incidents.push(json!({ "id": incident.id, "created": created }));
+        }
+        Ok(incidents)
+    })
+    .await?;
+    Ok((payload.receiver, incidents))
+}
+
+/// The payload's alerts as store updates; 400 for anything Warden cannot take.
+fn alert_updates(payload: &AlertmanagerPayload) -> Result<Vec<AlertUpdate>, ApiError> {
+    if payload.version != PAYLOAD_VERSION {
+        return Err(ApiError::invalid(
+            "version",
+            format!(
+                "unsupported Alertmanager payload version `{}` (expected \"{PAYLOAD_VERSION}\")",
+                payload.version
+            ),
+        ));
+    }
+    if payload.alerts.len() > MAX_ALERTS_PER_CALL {
+        return Err(ApiError::invalid(
+            "alerts",
+            format!("at most {MAX_ALERTS_PER_CALL} alerts per call"),
+        ));
+    }
+    payload
+        .alerts
+        .iter()
+        .enumerate()
+        .map(|(index, alert)| {
+            if alert.fingerprint.trim().is_empty() {
+                return Err(ApiError::invalid(
+                    "alerts",
+                    format!("alert {index} has no fingerprint"),
+                ));
+            }
+            Ok(AlertUpdate {
+                fingerprint: alert.fingerprint.clone(),
+                status: alert.status,
+                labels: alert.labels.clone(),
+                annotations: alert.annotations.clone(),
+                starts_at: alert_time(alert.starts_at.as_deref(), index, "startsAt")?,
+                ends_at: alert_time(alert.ends_at.as_deref(), index, "endsAt")?,
+            })
+        })
+        .collect()
+}
+
+/// An alert's time in seconds since the epoch; `None` when absent, empty or before 1970
+/// (Alertmanager writes Go's zero time, year 1, for "no end").
+fn alert_time(text: Option<&str>, index: usize, field: &str) -> Result<Option<i64>, ApiError> {
+    let Some(text) = text.filter(|t| !t.is_empty()) else {
+        return Ok(None);
+    };
+    let seconds = parse_rfc3339(text).ok_or_else(|| {
+        ApiError::invalid(
+            "alerts",
+            format!("alert {index}: `{field}` is not an RFC 3339 time"),
+        )
+    })?;
+    Ok((seconds >= 0).then_some(seconds))
+}
+
+async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(query): ApiQuery<ListQuery>,
+) -> Result<Response, ApiError> {
+    caller.require(Permission::Chat)?;
+    let status = match query.status.as_deref() {
+        None | Some("") => None,
+        Some(text) => Some(
+            text.parse::<IncidentStatus>()
+                .map_err(|e| ApiError::invalid("status", e.to_string()))?,
+        ),
+    };
+    let limit = query.limit.unwrap_or(DEFAULT_INCIDENT_LIMIT);
+    if limit == 0 || limit > MAX_INCIDENTS_PER_READ {
+        return Err(ApiError::invalid(
+            "limit",
+            format!("limit must be 1 to {MAX_INCIDENTS_PER_READ}"),
+        ));
+    }
+    let store = state.store.clone();
+    let incidents = blocking(move || Ok(store.incidents(status, limit)?)).await?;
+    Ok(Json(json!({ "incidents": incidents })).into_response())
+}
+
+async fn read(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Response, ApiError> {
+    caller.require(Permission::Chat)?;
+    let store = state.store.clone();
+    let incident = blocking(move || Ok(store.incident(&id)?)).await?;
+    Ok(Json(incident).into_response())
+}
+
+async fn read_diagnostic(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Response, ApiError> {
+    caller.require(Permission::Chat)?;
+    let store = state.store.clone();
+    let owner = caller.user.id;
+    let task = blocking(move || Ok(store.diagnostic_task(owner, &id)?)).await?;
+    Ok(Json(json!({
+        "id": task.id,
+        "incident_id": task.incident_id,
+        "run_id": task.run_id,
+        "status": task.status,
+        "report": task.report,
+        "created_at": task.created_at,
+        "updated_at": task.updated_at,
+    }))
+    .into_response())
+}
+
+/// Appends an audit row with optional JSON detail; a failure to write is logged.
+pub(super) async fn audit(
+    state: &AppState,
+    actor: &str,
+    action: &'static str,
+    target: Option<&str>,
+    outcome: AuditOutcome,
+    detail: Option<Value>,
+) {
+    let store = state.store.clone();
+    let actor = actor.to_owned();
+    let target = target.map(str::to_owned);
+    let recorded = blocking(move || {
+        let entry = AuditEntry {
+            actor: &actor,
+            action,
+            target: target.as_deref(),
+            outcome,
+            detail: detail.as_ref(),
+        };
+        Ok(store.record(&entry, now_secs())?)
+    })
+    .await;
+    if let Err(err) = recorded {
+        tracing::error!("cannot write an audit row: {err:?}");
+    }
+}
+
+/// The token of an `Authorization: Bearer …` header.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|token| !token.is_empty())
+}
+
+/// Seconds since the epoch of an RFC 3339 time (`2024-03-01T12:34:56.789Z`,
+/// `…+02:00`); fractions of a second are dropped. `None` when malformed.
+pub(super) fn parse_rfc3339(text: &str) -> Option<i64> {
+    let bytes = text.as_bytes();
+    let separators_ok = bytes.len() >= 20
+        && bytes[4] == b'-'
+        && bytes[7] == b'-'
+        && matches!(bytes[10], b'T' | b't' | b' ')
+        && bytes[13] == b':'
+        && bytes[16] == b':';
+    if !separators_ok {
+        return None;
+    }
+    let number = |from: usize, to: usize| -> Option<i64> {
+        let digits = text.get(from..to)?;
+        if !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        digits.parse().ok()
+    };
+    let (year, month, day) = (number(0, 4)?, number(5, 7)?, number(8, 10)?);
+    let (hour, minute, second) = (number(11, 13)?, number(14, 16)?, number(17, 19)?);
+    let valid_date = (1..=12).contains(&month) && (1..=days_in_month(year, month)).contains(&day);
+    if !valid_date || hour > 23 || minute > 59 || second > 60 {
+        return None;
+    }
+    let mut rest = text.get(19..)?;
+    if let Some(fraction) = rest.strip_prefix('.') {
+        let digits = fraction.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return None;
+        }
+        rest = fraction.get(digits..)?;
+    }
+    let offset_secs = match rest {
+        "Z" | "z" => 0,
+        _ => {
+            let sign = match rest.as_bytes().first()? {
+                b'+' => 1,
+                b'-' => -1,
+                _ => return None,
+            };
+            let offset = rest.get(1..)?;
+            let (hours, minutes) = offset.split_once(':')?;
+            let all_digits = |s: &str| s.len() == 2 && s.bytes().all(|b| b.is_ascii_digit());
+            if !all_digits(hours) || !all_digits(minutes) {
+                return None;
+            }
+            let (hours, minutes): (i64, i64) = (hours.parse().ok()?, minutes.parse().ok()?);
+            if hours > 23 || minutes > 59 {
+                return None;
+            }
+            sign * (hours * 3600 + minutes * 60)
+        }
+    };
+    let days = days_from_civil(year, month, day);
+    Some(days * 86_400 + hour * 3600 + minute * 60 + second - offset_secs)
+}
+
+/// Days from 1970-01-01 to a date of the proleptic Gregorian calendar.
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    // Count years from March, so the leap day is the last day of the counted year.
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year.rem_euclid(400);
+    let month_from_march = (month + 9) % 12;
+    let day_of_year = (153 * month_from_march + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+fn days_in_month(year: i64, month: i64) -> i64 {
+    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    match month {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_times_parse_to_epoch_seconds() {
+        for (text, expected) in [
+            ("1970-01-01T00:00:00Z", Some(0)),
+            ("2024-03-01T12:34:56Z", Some(1_709_296_496)),
+            ("2024-03-01T12:34:56.789123456Z", Some(1_709_296_496)),
+            ("2024-03-01T14:34:56+02:00", Some(1_709_296_496)),
+            ("2024-03-01T10:04:56.5-02:30", Some(1_709_296_496)),
+            ("2000-02-29T00:00:00Z", Some(951_782_400)),
+            ("0001-01-01T00:00:00Z", Some(-62_135_596_800)),
+            ("2023-02-29T00:00:00Z", None),
+            ("2024-13-01T00:00:00Z", None),
+            ("2024-03-01T24:00:00Z", None),
+            ("2024-03-01T12:34:56", None),
+            ("2024-03-01T12:34:56.Z", None),
+            ("2024-03-01T12:34:56+0200", None),
+            ("2024-03-01 12:34:5xZ", None),
+            ("yesterday", None),
+            ("2024-03-01T12:34:56Zjunk", None),
+        ] {
+            assert_eq!(parse_rfc3339(text), expected, "{text}");
+        }
+    }
+
+    #[test]
+    fn go_zero_time_means_no_time() {
+        assert_eq!(
+            alert_time(Some("0001-01-01T00:00:00Z"), 0, "endsAt").unwrap(),
+            None
+        );
+        assert_eq!(alert_time(None, 0, "endsAt").unwrap(), None);
+        assert_eq!(alert_time(Some(""), 0, "endsAt").unwrap(), None);
+        assert_eq!(
+            alert_time(Some("1970-01-01T00:01:00Z"), 0, "startsAt").unwrap(),
+            Some(60)
+        );
+        assert!(alert_time(Some("soon"), 0, "startsAt").is_err());
+    }
+
+    #[test]
+    fn the_webhook_token_is_kept_as_a_hash() {
+        let webhook = AlertWebhook::with_token("s3cret-token-for-alerts");
+        assert!(webhook.is_enabled());
+        assert!(webhook.accepts("s3cret-token-for-alerts"));
+        assert!(!webhook.accepts("s3cret-token-for-alert"));
+        assert!(!format!("{webhook:?}").contains("s3cret"));
+        assert!(!AlertWebhook::default().accepts(""));
+        assert!(!AlertWebhook::default().is_enabled());
+    }
+}

@@ -1,0 +1,266 @@
+//! Executes one claimed run: loads the turn's input, hands it to the `TurnHandler` with a
+//! sink that stores events before signalling them and keeps the lease alive, then ends the
+//! run from the handler's closed outcome — `completed` with the assistant message, its
+//! citations and `run.completed` in one transaction, or `failed` with a public reason, or
+//! nothing when the run was cancelled or taken over. A resumed run's handler sees the text
+//! earlier attempts streamed, so followers never see a restart and the turn still gets
+//! exactly one assistant message.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::event_log::EventLog;
+use super::events::{self, RunEvent};
+use super::turn::{OutcomeKind, TurnAnswer, TurnHandler, TurnInput, TurnOutcome, TurnSink, TurnStop};
+use super::{now_secs, Cancellations, RunConfig};
+use crate::store::{
+    new_message_id, Accounts, Audit, AuditEntry, AuditOutcome, Conversations, MessageRole, Run,
+    RunStatus, Runs, Store, StoreError, MAX_EVENTS_PER_READ, SYSTEM_ACTOR,
+};
+
+/// What every run needs.
+pub(super) struct RunContext {
+    pub log: EventLog,
+    pub handler: Arc<dyn TurnHandler>,
+    pub config: RunConfig,
+    pub cancellations: Cancellations,
+}
+
+impl RunContext {
+    fn store(&self) -> &Arc<Store> {
+        self.log.store()
+    }
+}
+
+fn stop_from(err: StoreError) -> TurnStop {
+    match err {
+        StoreError::Conflict(_) => TurnStop::Abandoned,
+        other => {
+            tracing::error!("run store error: {other}");
+            TurnStop::Failed("the answer could not be saved".to_owned())
+        }
+    }
+}
+
+/// Runs a claimed run to its end.
+pub(super) fn execute(context: &RunContext, worker_id: &str, run: Run) {
+    let mut sink = RunSink {
+        context,
+        worker_id,
+        run_id: run.id.clone(),
+        last_renewal: Instant::now(),
+    };
+    match run_turn(context, &mut sink, &run) {
+        Ok(()) | Err(TurnStop::Abandoned) => {}
+        Err(TurnStop::Failed(reason)) => fail(context, &run.id, &reason),
+    }
+    context.cancellations.forget(&run.id);
+}
+
+/// Ends the run `failed` with `reason` and its terminal event (unless it already ended).
+pub(super) fn fail(context: &RunContext, run_id: &str, reason: &str) {
+    let event = RunEvent::Failed {
+        reason: reason.to_owned(),
+    };
+    match context.log.finish(run_id, RunStatus::Failed, Some(reason), &event) {
+        Ok(true) => audit_finish(context, run_id, AuditOutcome::Failure, "failed"),
+        Ok(false) => {}
+        Err(err) => tracing::error!(run = %run_id, "cannot mark the run failed: {err}"),
+    }
+}
+
+fn audit_finish(context: &RunContext, run_id: &str, outcome: AuditOutcome, status: &str) {
+    let detail = serde_json::json!({ "status": status });
+    let entry = AuditEntry {
+        actor: SYSTEM_ACTOR,
+        action: "run.finish",
+        target: Some(run_id),
+        outcome,
+        detail: Some(&detail),
+    };
+    if let Err(err) = context.store().record(&entry, now_secs()) {
+        tracing::error!(run = %run_id, "cannot audit the end of the run: {err}");
+    }
+}
+
+fn run_turn(context: &RunContext, sink: &mut RunSink<'_>, run: &Run) -> Result<(), TurnStop> {
+    if run.attempts > context.config.max_attempts {
+        return Err(TurnStop::Failed(format!(
+            "the run was interrupted {} times; giving up",
+            run.attempts - 1
+        )));
+    }
+    let input = load_input(context, run)?;
+    let opening = if input.already_streamed.is_empty() && run.attempts <= 1 {
+        RunEvent::Started {
+            attempt: run.attempts,
+        }
+    } else {
+        RunEvent::Resumed {
+            attempt: run.attempts,
+            resumed_chars: input.already_streamed.chars().count(),
+        }
+    };
+    sink.emit(opening)?;
+    match context.handler.handle(&input, sink)? {
+        TurnOutcome::Done(kind, answer) => sink.complete(kind, answer),
+        TurnOutcome::Failed(reason) => Err(TurnStop::Failed(reason)),
+    }
+}
+
+/// The turn's question, the conversation before it, its owner and what was streamed.
+fn load_input(context: &RunContext, run: &Run) -> Result<TurnInput, TurnStop> {
+    let (Some(conversation_id), Some(turn)) = (&run.conversation_id, run.turn) else {
+        return Err(TurnStop::Failed("the run is not a chat turn".to_owned()));
+    };
+    let store = context.store();
+    let (_, messages) = store
+        .conversation(run.owner_id, conversation_id)
+        .map_err(stop_from)?;
+    let question = messages
+        .iter()
+        .find(|m| m.turn == turn && m.role == MessageRole::User)
+        .map(|m| m.content.clone())
+        .ok_or_else(|| TurnStop::Failed("the question of this turn is missing".to_owned()))?;
+    let owner = store.user_by_id(run.owner_id).map_err(stop_from)?;
+    let history = messages.into_iter().filter(|m| m.turn < turn).collect();
+    let checkpoint = run
+        .checkpoint
+        .as_deref()
+        .and_then(|text| serde_json::from_str::<Value>(text).ok());
+    Ok(TurnInput {
+        run_id: run.id.clone(),
+        owner_id: run.owner_id,
+        owner_name: owner.name,
+        owner_role: owner.role,
+        conversation_id: conversation_id.clone(),
+        turn,
+        attempt: run.attempts,
+        question,
+        history,
+        already_streamed: streamed_so_far(store, run)?,
+        checkpoint,
+    })
+}
+
+/// The answer text earlier attempts of this run already streamed (followers have seen
+/// exactly this text).
+fn streamed_so_far(store: &Store, run: &Run) -> Result<String, TurnStop> {
+    let mut stored = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = store
+            .events_after(run.owner_id, &run.id, after, MAX_EVENTS_PER_READ)
+            .map_err(stop_from)?;
+        let Some(last) = page.last() else { break };
+        after = last.seq;
+        stored.extend(page);
+    }
+    Ok(events::streamed_text(
+        stored
+            .iter()
+            .map(|e| (e.event_type.as_str(), e.data.as_str())),
+    ))
+}
+
+/// The run as its handler sees it.
+struct RunSink<'a> {
+    context: &'a RunContext,
+    worker_id: &'a str,
+    run_id: String,
+    last_renewal: Instant,
+}
+
+impl TurnSink for RunSink<'_> {
+    fn emit(&mut self, event: RunEvent) -> Result<(), TurnStop> {
+        self.context
+            .log
+            .append_as(&self.run_id, self.worker_id, &event)
+            .map(|_| ())
+            .map_err(stop_from)
+    }
+
+    fn keep_alive(&mut self) -> Result<(), TurnStop> {
+        if self.context.cancellations.contains(&self.run_id) {
+            return Err(TurnStop::Abandoned);
+        }
+        let lease_secs = self.context.config.lease_secs;
+        if self.last_renewal.elapsed() < Duration::from_secs((lease_secs / 3).max(1) as u64) {
+            return Ok(());
+        }
+        let held = self
+            .context
+            .store()
+            .renew_lease(&self.run_id, self.worker_id, now_secs(), lease_secs)
+            .map_err(stop_from)?;
+        self.last_renewal = Instant::now();
+        if held {
+            Ok(())
+        } else {
+            tracing::warn!(run = %self.run_id, "lease lost; leaving the run to its new owner");
+            Err(TurnStop::Abandoned)
+        }
+    }
+
+    fn checkpoint(&mut self, state: &Value) -> Result<(), TurnStop> {
+        let held = self
+            .context
+            .store()
+            .checkpoint(&self.run_id, self.worker_id, &state.to_string(), now_secs())
+            .map_err(stop_from)?;
+        if held {
+            Ok(())
+        } else {
+            Err(TurnStop::Abandoned)
+        }
+    }
+
+    fn worker_id(&self) -> &str {
+        self.worker_id
+    }
+
+    fn delta_interval(&self) -> Duration {
+        self.context.config.delta_interval
+    }
+}
+
+impl RunSink<'_> {
+    /// Streams what is left of the answer, then saves it with `run.completed`.
+    fn complete(&mut self, kind: OutcomeKind, answer: TurnAnswer) -> Result<(), TurnStop> {
+        if !answer.unstreamed.is_empty() {
+            self.emit(RunEvent::MessageDelta {
+                text: answer.unstreamed.clone(),
+            })?;
+        }
+        let message_id = new_message_id().map_err(stop_from)?;
+        let citations: Vec<(i64, String)> = answer
+            .citations
+            .iter()
+            .map(|c| (c.n as i64, serde_json::json!(c).to_string()))
+            .collect();
+        let event = RunEvent::Completed {
+            message_id: message_id.clone(),
+            finish_reason: answer.finish_reason.clone(),
+            usage: answer.usage,
+            outcome: kind.as_str().to_owned(),
+        };
+        let done = self
+            .context
+            .log
+            .complete_turn(
+                &self.run_id,
+                self.worker_id,
+                &message_id,
+                &answer.text,
+                &citations,
+                &event,
+            )
+            .map_err(stop_from)?;
+        if done.event_seq.is_some() {
+            audit_finish(self.context, &self.run_id, AuditOutcome::Success, "completed");
+        }
+        Ok(())
+    }
+}
