@@ -161,7 +161,9 @@ impl TurnCore<'_> {
         prompt
     }
 
-    /// A finished turn. `streamed` is the answer text this attempt already streamed.
+    /// A finished turn. `streamed` is the answer text this attempt generated while
+    /// streaming; followers have seen the earlier attempts' text plus whatever of it
+    /// continued that text. The stored answer always starts with everything followers saw.
     pub fn done(
         &self,
         kind: OutcomeKind,
@@ -169,19 +171,12 @@ impl TurnCore<'_> {
         citations: Vec<crate::runs::CitationPublic>,
         streamed: &str,
     ) -> TurnOutcome {
-        let already = &self.input.already_streamed;
-        let (text, unstreamed) = if already.is_empty() {
-            let rest = text.strip_prefix(streamed).unwrap_or(&text).to_owned();
-            let rest = if text.starts_with(streamed) { rest } else { text.clone() };
-            (text, rest)
-        } else if let Some(rest) = text.strip_prefix(already.as_str()) {
-            let sent = streamed.strip_prefix(already.as_str()).unwrap_or("");
-            let unsent = rest.strip_prefix(sent).unwrap_or(rest).to_owned();
-            (text.clone(), unsent)
-        } else {
-            // What followers saw stays a prefix of the saved answer.
-            let joined = format!("{already}\n\n{text}");
-            (joined, format!("\n\n{text}"))
+        let already = self.input.already_streamed.as_str();
+        let continued = streamed.strip_prefix(already).unwrap_or("");
+        let sent = format!("{already}{continued}");
+        let (text, unstreamed) = match text.strip_prefix(sent.as_str()) {
+            Some(rest) => (text.clone(), rest.to_owned()),
+            None => (format!("{sent}\n\n{text}"), format!("\n\n{text}")),
         };
         TurnOutcome::Done(
             kind,

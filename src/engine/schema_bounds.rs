@@ -187,7 +187,10 @@ impl SchemaBounder<'_> {
     fn bound_string(&self, map: &mut Map<String, Value>) {
         // A pattern is the schema's own bound (llguidance cannot intersect a pattern with a
         // length limit); enums and consts are bounded already.
-        if ["maxLength", "pattern", "enum", "const"].iter().any(|k| map.contains_key(*k)) {
+        if ["maxLength", "pattern", "enum", "const"]
+            .iter()
+            .any(|k| map.contains_key(*k))
+        {
             return;
         }
         let min = map.get("minLength").and_then(Value::as_u64).unwrap_or(0);
@@ -245,7 +248,7 @@ impl SchemaBounder<'_> {
 
     /// Properties beyond the listed ones get bounded names and bounded values.
     fn bound_free_properties(&mut self, map: &mut Map<String, Value>) {
-        // llguidance handles min/maxProperties only without pattern properties of ours.
+        // A schema that counts or patterns its properties keeps its own rules for them.
         let counted = map.contains_key("minProperties") || map.contains_key("maxProperties");
         if counted || map.contains_key("patternProperties") {
             if !map.contains_key("additionalProperties") {
@@ -264,6 +267,21 @@ impl SchemaBounder<'_> {
             json!({ property_name_pattern(): value }),
         );
         map.insert("additionalProperties".into(), json!(false));
+        // llguidance counts properties only when every listed one is required.
+        let listed: Vec<&str> = map
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|p| p.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        let required: Vec<&str> = map
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if listed.iter().all(|name| required.contains(name)) {
+            let named = listed.len() + required.iter().filter(|n| !listed.contains(n)).count();
+            map.insert("maxProperties".into(), json!(named + self.limits.max_items));
+        }
     }
 }
 
@@ -368,6 +386,7 @@ mod tests {
                 "type": "object",
                 "patternProperties": {"^.{1,64}$": {"$ref": any_reference()}},
                 "additionalProperties": false,
+                "maxProperties": 64,
                 "$defs": {BOUNDED_ANY: bounded_any(&limits)},
             })
         );

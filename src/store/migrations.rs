@@ -345,7 +345,7 @@ fn apply_from(connection: &mut Connection, current: u32) -> Result<()> {
 mod tests {
     use super::*;
     use crate::store::{
-        Accounts, Audit, AuditEntry, AuditOutcome, Conversations, KbCatalog, Role, Store,
+        Accounts, Audit, AuditEntry, AuditOutcome, Conversations, KbCatalog, Role, Runs, Store,
     };
 
     /// SHA-256 of each migration's text. A released migration never changes: if this
@@ -354,6 +354,7 @@ mod tests {
     const RELEASED: &[&str] = &[
         "bdc115ac07088e5eae949517d2a25269d318be331f102b22d5c578f88f81fd53",
         "248752f5293798a16e7b0d1b4912382fb0567e9285ae9b949aff4d4679b665c0",
+        "9c15f304892db06a5cb01593d3d042f236be7147e07a72ba71fa18b5ac041450",
     ];
 
     #[test]
@@ -408,6 +409,44 @@ mod tests {
         let again = Store::open(&path).unwrap();
         assert_eq!(again.conversations(alice.id).unwrap().len(), 1);
         assert_eq!(again.audit_tail(10, None).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_version_2_database_keeps_its_runs_events_and_messages_through_the_runs_rebuild() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.db");
+        {
+            let connection = Connection::open(&path).unwrap();
+            connection.pragma_update(None, "foreign_keys", "ON").unwrap();
+            connection.execute_batch(MIGRATIONS[0]).unwrap();
+            connection.execute_batch(MIGRATIONS[1]).unwrap();
+            connection.pragma_update(None, "user_version", 2).unwrap();
+            connection
+                .execute_batch(
+                    "INSERT INTO users (id, name, role, password_hash, created_at)
+                         VALUES (1, 'ann', 'admin', 'x', 1);
+                     INSERT INTO conversations (id, owner_id, title, created_at, updated_at)
+                         VALUES ('c1', 1, 't', 1, 1);
+                     INSERT INTO runs (id, owner_id, conversation_id, turn, status, created_at, updated_at)
+                         VALUES ('r1', 1, 'c1', 1, 'completed', 1, 1);
+                     INSERT INTO messages (id, conversation_id, turn, role, content, run_id, created_at)
+                         VALUES ('m1', 'c1', 1, 'user', 'hi', 'r1', 1);
+                     INSERT INTO run_events (run_id, seq, type, data, created_at)
+                         VALUES ('r1', 1, 'run.started', '{}', 1), ('r1', 2, 'run.completed', '{}', 1);",
+                )
+                .unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        let run = store.run(1, "r1").unwrap();
+        assert_eq!(run.kind, crate::store::RunKind::ChatTurn);
+        assert_eq!(run.conversation_id.as_deref(), Some("c1"));
+        assert_eq!(store.events_after(1, "r1", 0, 10).unwrap().len(), 2);
+        assert_eq!(store.conversation(1, "c1").unwrap().1.len(), 1);
+        assert!(store.integrity_check().unwrap().is_empty());
+        let foreign_keys: i64 = store
+            .read(|c| Ok(c.query_row("PRAGMA foreign_keys", [], |r| r.get(0))?))
+            .unwrap();
+        assert_eq!(foreign_keys, 1, "foreign keys are enforced again after migrating");
     }
 
     #[test]

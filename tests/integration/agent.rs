@@ -202,3 +202,92 @@ fn a_slice_of_the_conversation_eval_passes_its_hard_gates() {
     let injection = eval_slice("tests/data/conversations-injection.jsonl", "6");
     assert_eq!(injection["hard_gate_violations"], 0, "{injection}");
 }
+
+/// Agent runs killed at random moments: every run ends with a reason, answers equal what
+/// was streamed, no run holds two pending actions, and no completed run leaves a tool call
+/// claimed without an outcome (a resumed run reused the ledger instead of calling again).
+#[test]
+fn agent_runs_survive_kill_9_without_repeating_side_effects() {
+    use rand::{Rng, SeedableRng};
+    let seed: u64 = rand::rng().random();
+    println!("kill schedule seed: {seed}");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let data = tempfile::tempdir().expect("temp dir");
+    add_user(data.path(), crate::util::ADMIN, "admin", "admin-password-1");
+    let token = create_token(data.path(), crate::util::ADMIN);
+    let dir = data.path().to_str().unwrap_or_default().to_owned();
+    for n in 0..6 {
+        let added = run(&["incident", "add", "--data", &dir, "--id", &format!("incident_k{n}"),
+            "--title", "disk full on db host", "--service", "db", "--severity", "critical"]);
+        assert!(added.status.success(), "{}", stdout(&added));
+    }
+    let port = crate::util::free_port();
+    let flags = ["--max-answer-tokens", "96"];
+    let mut server = Server::start_in(data.path(), &token, port, &flags);
+    wait_for_sample_kb(&server);
+    let conversations: Vec<String> = (0..3).map(|_| conversation(&server, &token)).collect();
+    let mut runs = Vec::new();
+    for index in 0..12 {
+        let text = if index % 2 == 0 {
+            format!("diagnose incident_k{}", index / 2)
+        } else {
+            format!("Question {index}: how do I free space when the disk is full?")
+        };
+        let path = format!("/api/conversations/{}/messages", conversations[index % 3]);
+        let (status, body) = post(&server, &token, &path, &json!({"content": text}), &[]);
+        assert_eq!(status, 202, "{body}");
+        runs.push(body["run_id"].as_str().expect("run id").to_owned());
+    }
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(rng.random_range(500..3000)));
+        server.kill();
+        server = Server::start_in(data.path(), &token, port, &flags);
+    }
+    let started = Instant::now();
+    for id in &runs {
+        loop {
+            let (_, state) = get(&server, &token, &format!("/api/runs/{id}"));
+            match state["status"].as_str() {
+                Some("completed") => break,
+                Some("failed") => {
+                    assert!(state["failure_reason"].as_str().is_some_and(|r| !r.is_empty()), "{state}");
+                    break;
+                }
+                _ => {}
+            }
+            assert!(started.elapsed() < Duration::from_secs(900), "run {id} did not end");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    for conversation in &conversations {
+        let (_, body) = get(&server, &token, &format!("/api/conversations/{conversation}"));
+        for message in body["messages"].as_array().into_iter().flatten().filter(|m| m["role"] == "assistant") {
+            let run_id = message["run_id"].as_str().expect("run id");
+            let response = server.get(&format!("/api/runs/{run_id}/events"))
+                .set("Authorization", &format!("Bearer {token}")).call().expect("events");
+            let mut reader = FrameReader::new(response.into_reader());
+            let mut frames = Vec::new();
+            while let Some(frame) = reader.next_frame() {
+                let last = frame.is_terminal();
+                frames.push(frame);
+                if last {
+                    break;
+                }
+            }
+            assert_eq!(message["content"].as_str(), Some(crate::sse::streamed_text(&frames).as_str()));
+        }
+    }
+    server.kill();
+    let db = rusqlite::Connection::open(data.path().join("warden.db")).expect("database");
+    let doubled: i64 = db.query_row(
+        "SELECT COUNT(*) FROM (SELECT run_id FROM pending_actions GROUP BY run_id HAVING COUNT(*) > 1)",
+        [], |r| r.get(0)).expect("query");
+    assert_eq!(doubled, 0, "a run created two pending actions");
+    let dangling: i64 = db.query_row(
+        "SELECT COUNT(*) FROM tool_ledger AS l JOIN runs AS r ON r.id = l.run_id
+         WHERE r.status = 'completed' AND l.state = 'claimed'",
+        [], |r| r.get(0)).expect("query");
+    assert_eq!(dangling, 0, "a completed run left a tool call without an outcome");
+    let executed: i64 = db.query_row("SELECT COUNT(*) FROM diagnostic_tasks", [], |r| r.get(0)).expect("query");
+    assert_eq!(executed, 0, "a diagnostic started without a confirmation");
+}

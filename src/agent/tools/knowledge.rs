@@ -14,7 +14,7 @@ use crate::store::SideEffect;
 /// A vector similarity at or above this makes a hit relevant.
 pub const RELEVANT_VECTOR_SCORE: f32 = 0.35;
 /// Most characters of one passage shown to the model.
-const MAX_PASSAGE_CHARS: usize = 700;
+const MAX_PASSAGE_CHARS: usize = 500;
 /// Hits returned by default and at most.
 const DEFAULT_HITS: u64 = 3;
 const MAX_HITS: u64 = 5;
