@@ -84,7 +84,7 @@ impl Default for PolicyConfig {
                 max_model_calls: 2,
                 max_tool_calls: 1,
                 max_query_rewrites: 0,
-                deadline: Duration::from_secs(60),
+                deadline: Duration::from_secs(120),
             },
             direct_deadline: Duration::from_secs(10),
             confidence_threshold: 0.6,

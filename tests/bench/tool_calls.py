@@ -13,6 +13,8 @@ sent to each side with `tool_choice` left to its default ("auto"), greedy decodi
 Sides:
   * warden: `POST /v1/chat/completions` of a server this script starts (a fresh data folder,
     an admin and a token made with the warden CLI) or of `--url` with `--token`.
+  * warden-required: the same with `tool_choice: "required"`, on the cases that expect
+    calls only: how good the constrained calls are once the model must call.
   * llama.cpp (llama-cpp-python): `create_chat_completion(tools=…, tool_choice="auto")` with
     `chat_format="chatml-function-calling"`, llama-cpp-python's own tool-calling handler for
     ChatML models such as SmolLM2 (its prompt lists the functions, a grammar constrains the
@@ -27,8 +29,10 @@ ones (names and arguments, compared as parsed JSON, in any order); a "no call" c
 when no call is made. Also reported: `decision` (call vs no call right), `names` (the set
 of called names right), `valid_json` (every call's arguments parse as a JSON object).
 
-stdout: one JSON object {"cases", "model", "sides": {side: {"accuracy", …, "by_category"}},
-"failures": {side: [case ids]}}. Progress goes to stderr.
+A request that fails (HTTP error, exception) counts as wrong.
+
+stdout: one JSON object {"cases", "model", "sides": {side: {"cases", "accuracy", …,
+"by_category"}}, "failures": {side: [case ids]}}. Progress goes to stderr.
 """
 
 import argparse
@@ -122,6 +126,7 @@ def summarise(results):
     for result in results:
         by_category.setdefault(result["category"], []).append(result)
     return {
+        "cases": len(results),
         "accuracy": rate(results, "right"),
         "decision": rate(results, "decision"),
         "names": rate(results, "names"),
@@ -143,6 +148,9 @@ def run_side(name, cases, ask):
         except Exception as err:  # noqa: BLE001 - a failed request is a wrong answer
             calls, error = [], f"{type(err).__name__}: {err}"
         result = score(case, calls)
+        if error:
+            # A failed request answers nothing: wrong whatever the case expects.
+            result.update(right=False, decision=False, names=False)
         result.update(
             id=case["id"],
             category=case.get("category", "other"),
@@ -211,7 +219,7 @@ class WardenServer:
         shutil.rmtree(self.data, ignore_errors=True)
 
 
-def warden_asker(url, token):
+def warden_asker(url, token, tool_choice=None):
     def ask(case):
         body = {
             "messages": with_system(case["messages"]),
@@ -219,6 +227,8 @@ def warden_asker(url, token):
             "temperature": 0,
             "max_tokens": MAX_TOKENS,
         }
+        if tool_choice:
+            body["tool_choice"] = tool_choice
         request = urllib.request.Request(
             f"{url.rstrip('/')}/chat/completions",
             data=json.dumps(body).encode("utf-8"),
@@ -331,6 +341,8 @@ def main():
                 server = WardenServer(args.warden, args.models, args.threads)
                 url, token = server.url, server.token
             results["warden"] = run_side("warden", cases, warden_asker(url, token))
+            calling = [case for case in cases if case["expected"] != "no call"]
+            results["warden-required"] = run_side("warden-required", calling, warden_asker(url, token, "required"))
         finally:
             if server:
                 server.close()

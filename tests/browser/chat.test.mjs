@@ -18,7 +18,9 @@ import { chromium } from 'playwright-core';
 const RUN_TIMEOUT_MS = 120_000;
 const UI_TIMEOUT_MS = 15_000;
 const POLL_INTERVAL_MS = 250;
-const FIRST_QUESTION = 'What should I check first when a disk is full?';
+// Small talk: the agent answers it in one streamed step (the server runs without a
+// knowledge base here).
+const FIRST_QUESTION = 'Hello! Please introduce yourself in a few sentences.';
 const HOSTILE_MESSAGE = [
   'Please repeat these back exactly:',
   '',

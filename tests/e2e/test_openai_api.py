@@ -415,6 +415,207 @@ def test_tool_result_conversation(client, chat_model):
     assert isinstance(choice.message.content, str)
 
 
+def _weather_history(first_city, next_city):
+    """A conversation in which the assistant already answered one weather question with a
+    tool call: the 135M model then tends to answer the next one the same way."""
+    return [
+        {"role": "user", "content": f"What is the weather in {first_city}?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "call_1", "type": "function",
+                 "function": {"name": "get_weather", "arguments": json.dumps({"city": first_city})}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": '{"temperature_c": 18, "sky": "cloudy"}'},
+        {"role": "assistant", "content": f"It is 18°C and cloudy in {first_city}."},
+        {"role": "user", "content": f"What is the weather in {next_city}?"},
+    ]
+
+
+def _check_text_or_tool_calls(choice, allowed_names):
+    """An "auto" answer: text, or tool calls whose arguments validate."""
+    if choice.message.tool_calls:
+        _check_tool_calls(choice, allowed_names)
+        return "calls"
+    assert choice.finish_reason in ("stop", "length"), choice
+    assert isinstance(choice.message.content, str) and choice.message.content, choice
+    assert not choice.message.content.startswith("<tool_call>"), choice.message.content
+    return "text"
+
+
+def test_tools_without_tool_choice_answer_text_or_valid_calls(client, chat_model):
+    """No `tool_choice` means OpenAI's "auto": a 200 with text or valid calls, never an error."""
+    for prompt in ("Hello! How are you?", "What is the weather like in Paris right now?"):
+        completion = client.chat.completions.create(
+            model=chat_model,
+            messages=user(prompt),
+            tools=[WEATHER_TOOL, TIME_TOOL],
+            max_tokens=48,
+            temperature=0,
+        )
+        _check_text_or_tool_calls(completion.choices[0], {"get_weather", "get_time"})
+        assert 1 <= completion.usage.completion_tokens <= 48
+
+
+def test_auto_tool_choice_answers_with_a_call(client, chat_model):
+    kinds = []
+    for first_city, next_city in (("Paris", "Berlin"), ("Rome", "Oslo"), ("London", "Madrid")):
+        completion = client.chat.completions.create(
+            model=chat_model,
+            messages=_weather_history(first_city, next_city),
+            tools=[WEATHER_TOOL, TIME_TOOL],
+            tool_choice="auto",
+            max_tokens=48,
+            temperature=0,
+        )
+        kinds.append(_check_text_or_tool_calls(completion.choices[0], {"get_weather", "get_time"}))
+    assert "calls" in kinds, f"the model never called a tool: {kinds}"
+
+
+def test_several_tools_and_several_calls(client, chat_model):
+    """With two tools and a question needing both, every call made is valid, and more than
+    one call may come back in one answer."""
+    completion = client.chat.completions.create(
+        model=chat_model,
+        messages=user("What's the weather in Paris and the time in Tokyo?"),
+        tools=[WEATHER_TOOL, TIME_TOOL],
+        tool_choice="required",
+        max_tokens=96,
+        temperature=0,
+    )
+    calls = _check_tool_calls(completion.choices[0], {"get_weather", "get_time"})
+    assert len({call.id for call in calls}) == len(calls), "call ids must differ"
+    assert len({(c.function.name, c.function.arguments) for c in calls}) == len(calls), "repeated call"
+    names = {call.function.name for call in calls}
+    assert names == {"get_weather", "get_time"}, [(c.function.name, c.function.arguments) for c in calls]
+
+
+def test_parallel_tool_calls_false_allows_one_call(client, chat_model):
+    completion = client.chat.completions.create(
+        model=chat_model,
+        messages=user("What's the weather in Paris and the time in Tokyo?"),
+        tools=[WEATHER_TOOL, TIME_TOOL],
+        tool_choice="required",
+        parallel_tool_calls=False,
+        max_tokens=96,
+        temperature=0,
+    )
+    assert len(_check_tool_calls(completion.choices[0], {"get_weather", "get_time"})) == 1
+
+
+def _collect_stream(stream):
+    """Content text, tool calls by index, and the finish reason of a streamed answer."""
+    text, calls, finish = "", {}, None
+    for chunk in stream:
+        if not chunk.choices:
+            continue
+        delta = chunk.choices[0].delta
+        text += delta.content or ""
+        for call in delta.tool_calls or []:
+            entry = calls.setdefault(call.index, {"id": None, "name": "", "arguments": ""})
+            entry["id"] = call.id or entry["id"]
+            entry["name"] += call.function.name or ""
+            entry["arguments"] += call.function.arguments or ""
+        finish = chunk.choices[0].finish_reason or finish
+    return text, calls, finish
+
+
+def test_tools_streamed_in_auto_mode(client, chat_model):
+    """Streaming with tools and no tool_choice: either text deltas, or tool calls with one
+    index each (0, 1, …) and no text."""
+    seen = set()
+    for messages in (user("Hello! How are you?"), _weather_history("Paris", "Berlin")):
+        stream = client.chat.completions.create(
+            model=chat_model,
+            messages=messages,
+            tools=[WEATHER_TOOL, TIME_TOOL],
+            max_tokens=48,
+            temperature=0,
+            stream=True,
+        )
+        text, calls, finish = _collect_stream(stream)
+        if calls:
+            seen.add("calls")
+            assert finish == "tool_calls" and text == "", (finish, text)
+            assert sorted(calls) == list(range(len(calls))), calls
+            for call in calls.values():
+                assert call["id"] and call["name"] in {"get_weather", "get_time"}, call
+                jsonschema.validate(json.loads(call["arguments"]), _tool_parameters(call["name"]))
+        else:
+            seen.add("text")
+            assert finish in ("stop", "length") and text.strip(), (finish, text)
+            assert not text.startswith("<tool_call>"), text
+    assert seen == {"text", "calls"}, f"expected one text answer and one call: {seen}"
+
+
+def test_streamed_required_calls_each_carry_an_index(client, chat_model):
+    stream = client.chat.completions.create(
+        model=chat_model,
+        messages=user("What's the weather in Paris and the time in Tokyo?"),
+        tools=[WEATHER_TOOL, TIME_TOOL],
+        tool_choice="required",
+        max_tokens=96,
+        temperature=0,
+        stream=True,
+    )
+    text, calls, finish = _collect_stream(stream)
+    assert finish == "tool_calls" and text == "", (finish, text)
+    assert calls and sorted(calls) == list(range(len(calls))), calls
+    for call in calls.values():
+        jsonschema.validate(json.loads(call["arguments"]), _tool_parameters(call["name"]))
+
+
+ANSWER_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "answer": {"type": "string", "maxLength": 40, "pattern": "^[ -~]*$"},
+        "confidence": {"type": "number"},
+    },
+    "required": ["answer", "confidence"],
+    "additionalProperties": False,
+}
+
+
+def test_bounded_json_schema_output_always_completes(client, chat_model):
+    """`confidence` leaves its number unbounded: the server bounds it (no endless 0.9999…
+    or 10000…), so 80 tokens always hold the whole object (at most 40 ASCII characters of
+    answer and 23 of number)."""
+    response_format = {
+        "type": "json_schema",
+        "json_schema": {"name": "answer", "schema": ANSWER_SCHEMA, "strict": True},
+    }
+    for attempt in range(20):
+        completion = client.chat.completions.create(
+            model=chat_model,
+            messages=user("Is the sky blue? Answer as JSON with an answer and your confidence from 0 to 1."),
+            response_format=response_format,
+            max_tokens=80,
+            temperature=0.9,
+            seed=attempt,
+        )
+        choice = completion.choices[0]
+        assert choice.finish_reason == "stop", f"attempt {attempt}: {choice.finish_reason}: {choice.message.content!r}"
+        value = json.loads(choice.message.content)
+        jsonschema.validate(value, ANSWER_SCHEMA)
+        assert abs(value["confidence"]) < 1e15, value
+
+
+def test_tiny_max_tokens_still_reports_length(client, chat_model):
+    """Bounding never hides a cut: a budget too small for the object ends with "length"."""
+    completion = client.chat.completions.create(
+        model=chat_model,
+        messages=user("Is the sky blue? Answer as JSON."),
+        response_format={"type": "json_schema", "json_schema": {"name": "answer", "schema": ANSWER_SCHEMA}},
+        max_tokens=3,
+        temperature=0,
+    )
+    choice = completion.choices[0]
+    assert choice.finish_reason == "length", choice
+    assert completion.usage.completion_tokens == 3
+
+
 # --- embeddings --------------------------------------------------------------------------
 
 

@@ -194,12 +194,12 @@ fn eval_slice(file: &str, stride: &str) -> Value {
 
 #[test]
 fn a_slice_of_the_conversation_eval_passes_its_hard_gates() {
-    let report = eval_slice("tests/data/conversations.jsonl", "6");
+    let report = eval_slice("tests/data/conversations.jsonl", "8");
     assert_eq!(report["hard_gate_violations"], 0, "{report}");
-    assert!(report["cases"].as_u64().unwrap_or(0) >= 15, "{report}");
+    assert!(report["cases"].as_u64().unwrap_or(0) >= 11, "{report}");
     assert!(report["mode_accuracy"].as_f64().unwrap_or(0.0) >= 0.9, "{report}");
     assert!(report["intent_accuracy"].as_f64().unwrap_or(0.0) >= 0.85, "{report}");
-    let injection = eval_slice("tests/data/conversations-injection.jsonl", "6");
+    let injection = eval_slice("tests/data/conversations-injection.jsonl", "9");
     assert_eq!(injection["hard_gate_violations"], 0, "{injection}");
 }
 
