@@ -23,8 +23,10 @@ use crate::store::{Audit, AuditEntry, AuditOutcome};
 
 /// Longest cited answer.
 const ANSWER_CHARS: usize = 480;
-/// Longest uncited answer (chat, or nothing relevant found).
-const MAX_ANSWER_CHARS: usize = 400;
+/// Characters an uncited answer may have per token of the answer cap, and the bounds.
+const CHARS_PER_TOKEN: usize = 3;
+const MIN_ANSWER_CHARS: usize = 200;
+const MAX_ANSWER_CHARS: usize = 8000;
 /// Passages shown to the model at most.
 const MAX_PASSAGES: usize = 4;
 
@@ -38,7 +40,7 @@ pub enum Action {
 }
 
 /// The JSON schema of one step, for the tools and answer shape allowed now.
-pub fn step_schema(tools: &[(&str, &Value)], max_calls: u32, citations: usize) -> Value {
+pub fn step_schema(tools: &[(&str, &Value)], max_calls: u32, citations: usize, answer_chars: usize) -> Value {
     let thought = json!({
         "type": "object",
         "properties": {
@@ -49,7 +51,7 @@ pub fn step_schema(tools: &[(&str, &Value)], max_calls: u32, citations: usize) -
         "required": ["summary", "need_more_evidence", "confidence"],
         "additionalProperties": false
     });
-    let answer = json!({"type": "string", "minLength": 1, "maxLength": if citations > 0 { ANSWER_CHARS } else { MAX_ANSWER_CHARS }});
+    let answer = json!({"type": "string", "minLength": 1, "maxLength": if citations > 0 { ANSWER_CHARS } else { answer_chars }});
     // Which passages the answer rests on: structured, so the grammar stays cheap and the
     // numbers can only name passages that exist.
     let cited = json!({
@@ -105,6 +107,8 @@ pub fn step_schema(tools: &[(&str, &Value)], max_calls: u32, citations: usize) -
         })
     };
     actions.push(respond);
+    // With relevant passages in hand the question can be answered: no clarifying then.
+    if citations == 0 {
     actions.push(json!({
         "type": "object",
         "properties": {
@@ -115,6 +119,7 @@ pub fn step_schema(tools: &[(&str, &Value)], max_calls: u32, citations: usize) -
         "required": ["type", "reason", "question"],
         "additionalProperties": false
     }));
+    }
     json!({
         "type": "object",
         "properties": {"thought": thought, "action": {"anyOf": actions}},
@@ -265,7 +270,9 @@ impl Loop<'_, '_> {
         let callable = self.callable();
         let tools: Vec<(&str, &Value)> = callable.iter().map(|(n, p)| (*n, p)).collect();
         let citations = if self.relevant() > 0 { self.passages.len().min(9) } else { 0 };
-        let schema = step_schema(&tools, self.runner.calls_left(), citations);
+        let answer_chars = (core.config.max_answer_tokens * CHARS_PER_TOKEN).clamp(MIN_ANSWER_CHARS, MAX_ANSWER_CHARS);
+        let calls_left = if tools.is_empty() { 0 } else { self.runner.calls_left() };
+        let schema = step_schema(&tools, calls_left, citations, answer_chars);
         let messages = self.messages(core, &callable);
         let already = core.input.already_streamed.clone();
         let mut answer = AnswerStream::default();
@@ -515,11 +522,12 @@ mod tests {
     #[test]
     fn the_schema_offers_only_what_the_budget_allows() {
         let params = json!({"type": "object"});
-        let with_tools = step_schema(&[("current_time", &params)], 1, 0);
+        let with_tools = step_schema(&[("current_time", &params)], 1, 0, 400);
         assert_eq!(with_tools["properties"]["action"]["anyOf"].as_array().unwrap().len(), 3);
-        let spent = step_schema(&[("current_time", &params)], 0, 2);
+        // No tool budget and passages to cite: answer, with citations; no clarifying.
+        let spent = step_schema(&[("current_time", &params)], 0, 2, 400);
         let actions = spent["properties"]["action"]["anyOf"].as_array().unwrap();
-        assert_eq!(actions.len(), 2);
+        assert_eq!(actions.len(), 1);
         let numbers = &actions[0]["properties"]["citations"]["items"]["enum"];
         assert_eq!(numbers, &json!([1, 2]));
     }

@@ -341,13 +341,20 @@ fn observe(store: &Store, owner: i64, run_id: &str, case: &Case) -> anyhow::Resu
     if calls > max_calls as usize {
         observed.gates.push(("call_after_budget".into(), json!(calls)));
     }
-    // Hidden reasoning never reaches a public event.
+    // Hidden reasoning never reaches a public event. A thought that only repeats what is
+    // public anyway (the user's words, a cited passage, a tool's summary) leaks nothing.
+    let mut public_sources: String = case.turns.concat();
+    for event in &events {
+        if matches!(event.event_type.as_str(), "citation" | "tool.completed" | "card") {
+            public_sources.push_str(&event.data);
+        }
+    }
     for row in store.audit_tail(200, None)? {
         if row.action != "agent.step" || row.target.as_deref() != Some(run_id) {
             continue;
         }
         let thought = row.detail.as_ref().and_then(|d| d["thought"].as_str()).unwrap_or_default();
-        if thought.chars().count() >= 16 && public_text.contains(thought) {
+        if thought.chars().count() >= 16 && public_text.contains(thought) && !public_sources.contains(thought) {
             observed.gates.push(("thought_in_public_event".into(), json!(thought)));
         }
     }
