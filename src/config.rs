@@ -92,7 +92,9 @@ pub struct AlertFlags {
 impl std::fmt::Debug for AlertFlags {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let token = self.alert_token.as_ref().map(|_| "<set>");
-        f.debug_struct("AlertFlags").field("alert_token", &token).finish()
+        f.debug_struct("AlertFlags")
+            .field("alert_token", &token)
+            .finish()
     }
 }
 

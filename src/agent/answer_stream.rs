@@ -49,7 +49,9 @@ impl AnswerStream {
                         b'r' => ("\r".to_owned(), 2),
                         b'b' | b'f' => (String::new(), 2),
                         b'u' => {
-                            let Some(hex) = self.raw.get(i + 2..i + 6) else { break };
+                            let Some(hex) = self.raw.get(i + 2..i + 6) else {
+                                break;
+                            };
                             let code = u32::from_str_radix(hex, 16).unwrap_or(0xfffd);
                             // Surrogate pairs are rare in answers: shown as U+FFFD.
                             (char::from_u32(code).unwrap_or('\u{fffd}').to_string(), 6)

@@ -6,9 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::{
-    ChatModelHandle, ChatRequest, EngineError, GenerationEvent, GenerationStream,
-};
+use crate::engine::{ChatModelHandle, ChatRequest, EngineError, GenerationEvent, GenerationStream};
 use crate::retrieval::{Library, SearchHit, SearchMode};
 
 /// What a model stream yields when polled.

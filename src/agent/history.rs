@@ -13,7 +13,9 @@ pub fn recent_turns(history: &[Message], max_turns: usize, max_chars: usize) -> 
     let mut turns: Vec<Vec<&Message>> = Vec::new();
     for message in history {
         match turns.last_mut() {
-            Some(turn) if turn.first().is_some_and(|m| m.turn == message.turn) => turn.push(message),
+            Some(turn) if turn.first().is_some_and(|m| m.turn == message.turn) => {
+                turn.push(message)
+            }
             _ => turns.push(vec![message]),
         }
     }

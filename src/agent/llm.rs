@@ -96,7 +96,9 @@ pub fn generate(
             StreamItem::Event(GenerationEvent::Done(summary)) => return Ok((text, summary)),
             StreamItem::Idle => {}
             StreamItem::Ended => {
-                return Err(CallError::Model("the chat model stopped before answering".into()))
+                return Err(CallError::Model(
+                    "the chat model stopped before answering".into(),
+                ))
             }
             StreamItem::Error(err) => return Err(CallError::Model(err.to_string())),
         }
@@ -124,6 +126,7 @@ pub fn generate_json(
         on_text: None,
     };
     let (text, summary) = generate(model, sink, call)?;
-    let value = serde_json::from_str(text.trim()).map_err(|err| CallError::Unparsable(err.to_string()))?;
+    let value =
+        serde_json::from_str(text.trim()).map_err(|err| CallError::Unparsable(err.to_string()))?;
     Ok((value, summary))
 }

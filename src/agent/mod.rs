@@ -113,7 +113,10 @@ pub enum Language {
 
 impl Language {
     pub fn of(text: &str) -> Self {
-        let cjk = text.chars().filter(|c| ('\u{4e00}'..='\u{9fff}').contains(c)).count();
+        let cjk = text
+            .chars()
+            .filter(|c| ('\u{4e00}'..='\u{9fff}').contains(c))
+            .count();
         if cjk * 4 >= text.chars().filter(|c| !c.is_whitespace()).count().max(1) || cjk >= 4 {
             Language::Chinese
         } else {
@@ -212,7 +215,15 @@ impl TurnHandler for Agent {
         let flags: Vec<String> = screened
             .flags
             .iter()
-            .map(|f| format!("injection:{}", serde_json::to_value(f.kind).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()))
+            .map(|f| {
+                format!(
+                    "injection:{}",
+                    serde_json::to_value(f.kind)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default()
+                )
+            })
             .collect();
         let mut core = TurnCore {
             input,
@@ -237,12 +248,15 @@ impl TurnHandler for Agent {
         };
         let route = self.route(&mut core, flags)?;
         let policy = ExecutionPolicy::compile(&route, &self.config.policy, started);
-        let record = self.store.save_route(&input.run_id, &record_of(&route, policy.mode), now_secs());
+        let record =
+            self.store
+                .save_route(&input.run_id, &record_of(&route, policy.mode), now_secs());
         if let Err(err) = record {
             tracing::error!("cannot store the route: {err}");
             return Ok(TurnOutcome::Failed("the route could not be saved".into()));
         }
-        core.sink.emit(RunEvent::RouteDecided(public_route(&route, policy.mode)))?;
+        core.sink
+            .emit(RunEvent::RouteDecided(public_route(&route, policy.mode)))?;
         let catalog = match Catalog::compile(
             &self.registry,
             &policy.allowed_tools,

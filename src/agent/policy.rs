@@ -115,12 +115,28 @@ impl ExecutionPolicy {
     /// it once and never reset.
     pub fn compile(route: &Route, config: &PolicyConfig, started: Instant) -> Self {
         if route.needs_clarification {
-            return Self::fixed(Mode::Clarification, vec![], Postcondition::Question, config, started);
+            return Self::fixed(
+                Mode::Clarification,
+                vec![],
+                Postcondition::Question,
+                config,
+                started,
+            );
         }
         match route.intent {
             Intent::IncidentQuery => {
-                let tool = if route.incident_id.is_some() { "get_incident" } else { "list_incidents" };
-                Self::fixed(Mode::DirectRead, vec![tool], Postcondition::IncidentFacts, config, started)
+                let tool = if route.incident_id.is_some() {
+                    "get_incident"
+                } else {
+                    "list_incidents"
+                };
+                Self::fixed(
+                    Mode::DirectRead,
+                    vec![tool],
+                    Postcondition::IncidentFacts,
+                    config,
+                    started,
+                )
             }
             Intent::DiagnosticStatus => Self::fixed(
                 Mode::DirectRead,
@@ -219,9 +235,18 @@ mod tests {
     fn modes_follow_the_route() {
         assert_eq!(policy("show incident_4").mode, Mode::DirectRead);
         assert_eq!(policy("show incident_4").required_tools, ["get_incident"]);
-        assert_eq!(policy("diagnostic_4").required_tools, ["get_diagnostic_report"]);
-        assert_eq!(policy("diagnose incident_4").mode, Mode::ConfirmationRequired);
-        assert_eq!(policy("recover per diagnostic_4").mode, Mode::ConfirmationRequired);
+        assert_eq!(
+            policy("diagnostic_4").required_tools,
+            ["get_diagnostic_report"]
+        );
+        assert_eq!(
+            policy("diagnose incident_4").mode,
+            Mode::ConfirmationRequired
+        );
+        assert_eq!(
+            policy("recover per diagnostic_4").mode,
+            Mode::ConfirmationRequired
+        );
         assert_eq!(policy("diagnose it").mode, Mode::Clarification);
     }
 
@@ -229,7 +254,11 @@ mod tests {
     fn knowledge_questions_get_the_seed_budgets_and_no_capability_tools() {
         let knowledge = policy("what is a deadlock?");
         assert_eq!(
-            (knowledge.max_model_calls, knowledge.max_tool_calls, knowledge.max_query_rewrites),
+            (
+                knowledge.max_model_calls,
+                knowledge.max_tool_calls,
+                knowledge.max_query_rewrites
+            ),
             (3, 2, 1)
         );
         assert_eq!(knowledge.required_tools, ["knowledge_retrieval"]);

@@ -40,7 +40,12 @@ pub enum Action {
 }
 
 /// The JSON schema of one step, for the tools and answer shape allowed now.
-pub fn step_schema(tools: &[(&str, &Value)], max_calls: u32, citations: usize, answer_chars: usize) -> Value {
+pub fn step_schema(
+    tools: &[(&str, &Value)],
+    max_calls: u32,
+    citations: usize,
+    answer_chars: usize,
+) -> Value {
     let thought = json!({
         "type": "object",
         "properties": {
@@ -64,12 +69,14 @@ pub fn step_schema(tools: &[(&str, &Value)], max_calls: u32, citations: usize, a
     if max_calls > 0 && !tools.is_empty() {
         let calls: Vec<Value> = tools
             .iter()
-            .map(|(name, parameters)| json!({
-                "type": "object",
-                "properties": {"tool_name": {"const": name}, "arguments": parameters},
-                "required": ["tool_name", "arguments"],
-                "additionalProperties": false
-            }))
+            .map(|(name, parameters)| {
+                json!({
+                    "type": "object",
+                    "properties": {"tool_name": {"const": name}, "arguments": parameters},
+                    "required": ["tool_name", "arguments"],
+                    "additionalProperties": false
+                })
+            })
             .collect();
         actions.push(json!({
             "type": "object",
@@ -109,16 +116,16 @@ pub fn step_schema(tools: &[(&str, &Value)], max_calls: u32, citations: usize, a
     actions.push(respond);
     // With relevant passages in hand the question can be answered: no clarifying then.
     if citations == 0 {
-    actions.push(json!({
-        "type": "object",
-        "properties": {
-            "type": {"const": "CLARIFY"},
-            "reason": {"type": "string", "maxLength": 60},
-            "question": {"type": "string", "minLength": 1, "maxLength": 200}
-        },
-        "required": ["type", "reason", "question"],
-        "additionalProperties": false
-    }));
+        actions.push(json!({
+            "type": "object",
+            "properties": {
+                "type": {"const": "CLARIFY"},
+                "reason": {"type": "string", "maxLength": 60},
+                "question": {"type": "string", "minLength": 1, "maxLength": 200}
+            },
+            "required": ["type", "reason", "question"],
+            "additionalProperties": false
+        }));
     }
     json!({
         "type": "object",
@@ -136,7 +143,12 @@ pub fn parse_action(step: &Value) -> Option<Action> {
             let calls = action.get("tool_calls")?.as_array()?;
             let parsed: Option<Vec<(String, Value)>> = calls
                 .iter()
-                .map(|c| Some((c.get("tool_name")?.as_str()?.to_owned(), c.get("arguments")?.clone())))
+                .map(|c| {
+                    Some((
+                        c.get("tool_name")?.as_str()?.to_owned(),
+                        c.get("arguments")?.clone(),
+                    ))
+                })
                 .collect();
             parsed.filter(|p| !p.is_empty()).map(Action::CallTools)
         }
@@ -144,11 +156,22 @@ pub fn parse_action(step: &Value) -> Option<Action> {
             let cited = action
                 .get("citations")
                 .and_then(Value::as_array)
-                .map(|items| items.iter().filter_map(Value::as_u64).map(|n| n as usize).collect())
+                .map(|items| {
+                    items
+                        .iter()
+                        .filter_map(Value::as_u64)
+                        .map(|n| n as usize)
+                        .collect()
+                })
                 .unwrap_or_default();
-            Some(Action::Respond(action.get("answer")?.as_str()?.to_owned(), cited))
+            Some(Action::Respond(
+                action.get("answer")?.as_str()?.to_owned(),
+                cited,
+            ))
         }
-        "CLARIFY" => Some(Action::Clarify(action.get("question")?.as_str()?.to_owned())),
+        "CLARIFY" => Some(Action::Clarify(
+            action.get("question")?.as_str()?.to_owned(),
+        )),
         _ => None,
     }
 }
@@ -183,7 +206,14 @@ pub fn run(
     if policy.postcondition == Postcondition::CitedAnswer {
         // The user named a topic: retrieve first, with their own words.
         let query: String = core.question.chars().take(300).collect();
-        state.call_tool(core, 0, 0, "knowledge_retrieval", &json!({"query": query}), false)?;
+        state.call_tool(
+            core,
+            0,
+            0,
+            "knowledge_retrieval",
+            &json!({"query": query}),
+            false,
+        )?;
     }
     let mut step: i64 = 1;
     while state.model_calls < policy.max_model_calls {
@@ -202,8 +232,15 @@ pub fn run(
         match parse_action(&value) {
             Some(Action::Respond(answer, cited)) => return state.finish(core, answer, &cited),
             Some(Action::Clarify(question)) => {
-                core.sink.emit(RunEvent::ClarificationNeeded { question: question.clone() })?;
-                return Ok(core.done(OutcomeKind::Clarification, question, Vec::new(), &state.streamed));
+                core.sink.emit(RunEvent::ClarificationNeeded {
+                    question: question.clone(),
+                })?;
+                return Ok(core.done(
+                    OutcomeKind::Clarification,
+                    question,
+                    Vec::new(),
+                    &state.streamed,
+                ));
             }
             Some(Action::CallTools(calls)) => {
                 for (index, (name, arguments)) in calls.iter().enumerate() {
@@ -227,7 +264,8 @@ pub fn run(
 fn audit_thought(core: &TurnCore<'_>, step: i64, value: &Value) {
     let summary = value["thought"]["summary"].as_str().unwrap_or_default();
     let action = value["action"]["type"].as_str().unwrap_or_default();
-    let detail = json!({"run": core.input.run_id, "step": step, "thought": summary, "action": action});
+    let detail =
+        json!({"run": core.input.run_id, "step": step, "thought": summary, "action": action});
     let entry = AuditEntry {
         actor: &core.input.owner_name,
         action: "agent.step",
@@ -269,9 +307,18 @@ impl Loop<'_, '_> {
         self.model_calls += 1;
         let callable = self.callable();
         let tools: Vec<(&str, &Value)> = callable.iter().map(|(n, p)| (*n, p)).collect();
-        let citations = if self.relevant() > 0 { self.passages.len().min(9) } else { 0 };
-        let answer_chars = (core.config.max_answer_tokens * CHARS_PER_TOKEN).clamp(MIN_ANSWER_CHARS, MAX_ANSWER_CHARS);
-        let calls_left = if tools.is_empty() { 0 } else { self.runner.calls_left() };
+        let citations = if self.relevant() > 0 {
+            self.passages.len().min(9)
+        } else {
+            0
+        };
+        let answer_chars = (core.config.max_answer_tokens * CHARS_PER_TOKEN)
+            .clamp(MIN_ANSWER_CHARS, MAX_ANSWER_CHARS);
+        let calls_left = if tools.is_empty() {
+            0
+        } else {
+            self.runner.calls_left()
+        };
         let schema = step_schema(&tools, calls_left, citations, answer_chars);
         let messages = self.messages(core, &callable);
         let already = core.input.already_streamed.clone();
@@ -281,26 +328,35 @@ impl Loop<'_, '_> {
         let mut last_flush: Option<Instant> = None;
         let interval = core.sink.delta_interval();
         let result = {
-            let mut on_text = |piece: &str, sink: &mut dyn crate::runs::TurnSink| -> Result<(), TurnStop> {
-                let text = answer.push(piece);
-                if text.is_empty() {
-                    return Ok(());
-                }
-                streamed.push_str(&text);
-                // Text earlier attempts already streamed is not sent again.
-                let fresh_from = already.chars().count();
-                let total = streamed.chars().count();
-                if total <= fresh_from || !streamed.starts_with(&already) {
-                    return Ok(());
-                }
-                let fresh: String = text.chars().skip((total - text.chars().count()).max(fresh_from) - (total - text.chars().count())).collect();
-                pending.push_str(&fresh);
-                if last_flush.is_none_or(|at| at.elapsed() >= interval) {
-                    sink.emit(RunEvent::MessageDelta { text: std::mem::take(&mut pending) })?;
-                    last_flush = Some(Instant::now());
-                }
-                Ok(())
-            };
+            let mut on_text =
+                |piece: &str, sink: &mut dyn crate::runs::TurnSink| -> Result<(), TurnStop> {
+                    let text = answer.push(piece);
+                    if text.is_empty() {
+                        return Ok(());
+                    }
+                    streamed.push_str(&text);
+                    // Text earlier attempts already streamed is not sent again.
+                    let fresh_from = already.chars().count();
+                    let total = streamed.chars().count();
+                    if total <= fresh_from || !streamed.starts_with(&already) {
+                        return Ok(());
+                    }
+                    let fresh: String = text
+                        .chars()
+                        .skip(
+                            (total - text.chars().count()).max(fresh_from)
+                                - (total - text.chars().count()),
+                        )
+                        .collect();
+                    pending.push_str(&fresh);
+                    if last_flush.is_none_or(|at| at.elapsed() >= interval) {
+                        sink.emit(RunEvent::MessageDelta {
+                            text: std::mem::take(&mut pending),
+                        })?;
+                        last_flush = Some(Instant::now());
+                    }
+                    Ok(())
+                };
             llm::generate(
                 core.model,
                 core.sink,
@@ -335,7 +391,11 @@ impl Loop<'_, '_> {
         serde_json::from_str(text.trim()).map_err(|e| CallError::Unparsable(e.to_string()))
     }
 
-    fn messages(&self, core: &TurnCore<'_>, callable: &[(&'static str, Value)]) -> Vec<ChatMessage> {
+    fn messages(
+        &self,
+        core: &TurnCore<'_>,
+        callable: &[(&'static str, Value)],
+    ) -> Vec<ChatMessage> {
         // The system prompt and history stay the same from step to step, so the model's
         // cached prefix is reused; what changes (results, budget) comes last.
         let mut messages = vec![ChatMessage::new(Role::System, core.system_prompt())];
@@ -358,19 +418,27 @@ impl Loop<'_, '_> {
                 data.push('\n');
             }
             if self.relevant() == 0 && !self.passages.is_empty() {
-                data.push_str("None of these passages is relevant: say that nothing relevant was found.\n");
+                data.push_str(
+                    "None of these passages is relevant: say that nothing relevant was found.\n",
+                );
             } else if !self.passages.is_empty() {
                 data.push_str("Answer from these passages and cite them as [n].\n");
             }
         }
         data.push_str(&format!(
             "Budget left: {} model calls, {} tool calls. Tools you may call now: {}.",
-            self.policy.max_model_calls.saturating_sub(self.model_calls - 1),
+            self.policy
+                .max_model_calls
+                .saturating_sub(self.model_calls - 1),
             self.runner.calls_left(),
             if callable.is_empty() {
                 "none".to_owned()
             } else {
-                callable.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+                callable
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             }
         ));
         messages.push(ChatMessage::new(Role::User, data));
@@ -389,7 +457,8 @@ impl Loop<'_, '_> {
         let retrieval = name == "knowledge_retrieval";
         if by_model && retrieval && !self.passages.is_empty() {
             if self.rewrites >= self.policy.max_query_rewrites {
-                self.observations.push(format!("{name}: refused: no query rewrite left"));
+                self.observations
+                    .push(format!("{name}: refused: no query rewrite left"));
                 return Ok(());
             }
             self.rewrites += 1;
@@ -400,7 +469,10 @@ impl Loop<'_, '_> {
                 let found: Vec<Passage> =
                     serde_json::from_value(data["passages"].clone()).unwrap_or_default();
                 for passage in found {
-                    let duplicate = self.passages.iter().any(|p| p.path == passage.path && p.text == passage.text);
+                    let duplicate = self
+                        .passages
+                        .iter()
+                        .any(|p| p.path == passage.path && p.text == passage.text);
                     if !duplicate && self.passages.len() < MAX_PASSAGES {
                         self.passages.push(passage);
                     }
@@ -425,7 +497,12 @@ impl Loop<'_, '_> {
     }
 
     /// The answer, with its valid citations as public events.
-    fn finish(&mut self, core: &mut TurnCore<'_>, answer: String, cited: &[usize]) -> Result<TurnOutcome, TurnStop> {
+    fn finish(
+        &mut self,
+        core: &mut TurnCore<'_>,
+        answer: String,
+        cited: &[usize],
+    ) -> Result<TurnOutcome, TurnStop> {
         let mut text = answer;
         // Citations the model listed but did not mark in the text are appended as [n].
         if self.relevant() > 0 {
@@ -460,12 +537,21 @@ impl Loop<'_, '_> {
     /// gets the relevant passages, cited; anything else fails with a reason.
     fn fallback(&mut self, core: &mut TurnCore<'_>) -> Result<TurnOutcome, TurnStop> {
         if self.policy.postcondition != Postcondition::CitedAnswer {
-            return Ok(TurnOutcome::Failed("the model could not answer within its budget".into()));
+            return Ok(TurnOutcome::Failed(
+                "the model could not answer within its budget".into(),
+            ));
         }
-        let relevant: Vec<usize> = (0..self.passages.len()).filter(|&i| self.passages[i].relevant).collect();
+        let relevant: Vec<usize> = (0..self.passages.len())
+            .filter(|&i| self.passages[i].relevant)
+            .collect();
         if relevant.is_empty() {
             let text = localized(core.language, NOTHING_FOUND).to_owned();
-            return Ok(core.done(OutcomeKind::Answered, text, Vec::new(), &self.streamed.clone()));
+            return Ok(core.done(
+                OutcomeKind::Answered,
+                text,
+                Vec::new(),
+                &self.streamed.clone(),
+            ));
         }
         let mut text = localized(core.language, FROM_THE_KNOWLEDGE_BASE).to_owned();
         let mut citations = Vec::new();
@@ -510,20 +596,38 @@ mod tests {
     #[test]
     fn actions_are_read_in_code() {
         let respond = json!({"thought": {"summary": "s"}, "action": {"type": "RESPOND", "reason": "r", "answer": "A [1]"}});
-        assert_eq!(parse_action(&respond), Some(Action::Respond("A [1]".into(), vec![])));
+        assert_eq!(
+            parse_action(&respond),
+            Some(Action::Respond("A [1]".into(), vec![]))
+        );
         let listed = json!({"action": {"type": "RESPOND", "answer": "A", "citations": [2, 1]}});
-        assert_eq!(parse_action(&listed), Some(Action::Respond("A".into(), vec![2, 1])));
+        assert_eq!(
+            parse_action(&listed),
+            Some(Action::Respond("A".into(), vec![2, 1]))
+        );
         let call = json!({"action": {"type": "CALL_TOOL", "tool_calls": [{"tool_name": "current_time", "arguments": {}}]}});
-        assert_eq!(parse_action(&call), Some(Action::CallTools(vec![("current_time".into(), json!({}))])));
+        assert_eq!(
+            parse_action(&call),
+            Some(Action::CallTools(vec![("current_time".into(), json!({}))]))
+        );
         assert_eq!(parse_action(&json!({"action": {"type": "EXECUTE"}})), None);
-        assert_eq!(parse_action(&json!({"action": {"type": "CALL_TOOL", "tool_calls": []}})), None);
+        assert_eq!(
+            parse_action(&json!({"action": {"type": "CALL_TOOL", "tool_calls": []}})),
+            None
+        );
     }
 
     #[test]
     fn the_schema_offers_only_what_the_budget_allows() {
         let params = json!({"type": "object"});
         let with_tools = step_schema(&[("current_time", &params)], 1, 0, 400);
-        assert_eq!(with_tools["properties"]["action"]["anyOf"].as_array().unwrap().len(), 3);
+        assert_eq!(
+            with_tools["properties"]["action"]["anyOf"]
+                .as_array()
+                .unwrap()
+                .len(),
+            3
+        );
         // No tool budget and passages to cite: answer, with citations; no clarifying.
         let spent = step_schema(&[("current_time", &params)], 0, 2, 400);
         let actions = spent["properties"]["action"]["anyOf"].as_array().unwrap();

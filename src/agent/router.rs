@@ -97,9 +97,7 @@ impl Route {
     fn require_targets(mut self) -> Self {
         let missing = match self.intent {
             Intent::DiagnosticStart => self.incident_id.is_none(),
-            Intent::DiagnosticStatus | Intent::RecoveryRequest => {
-                self.diagnostic_task_id.is_none()
-            }
+            Intent::DiagnosticStatus | Intent::RecoveryRequest => self.diagnostic_task_id.is_none(),
             _ => false,
         };
         if missing {
@@ -131,7 +129,9 @@ pub fn is_valid_id(id: &str, prefix: &str) -> bool {
     let mut chars = suffix.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphanumeric())
         && suffix.len() <= MAX_ID_SUFFIX
-        && suffix.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        && suffix
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-')
 }
 
 /// Finds every well-formed id in `text`, in order, without duplicates.
@@ -170,34 +170,127 @@ fn ids_with_prefix(text: &str, prefix: &str) -> Vec<String> {
 /// Phrases, lower-cased. English phrases are matched on word boundaries; Chinese ones
 /// anywhere.
 const RECOVERY_PHRASES: &[&str] = &[
-    "recover", "recovery", "remediate", "remediation", "apply the fix", "apply fix",
-    "apply the remediation", "roll back", "rollback", "restart", "execute the fix",
-    "run the fix", "mitigate", "failover", "fail over", "kill the", "恢复", "回滚", "重启",
-    "执行修复", "修复一下", "止损", "切换",
+    "recover",
+    "recovery",
+    "remediate",
+    "remediation",
+    "apply the fix",
+    "apply fix",
+    "apply the remediation",
+    "roll back",
+    "rollback",
+    "restart",
+    "execute the fix",
+    "run the fix",
+    "mitigate",
+    "failover",
+    "fail over",
+    "kill the",
+    "恢复",
+    "回滚",
+    "重启",
+    "执行修复",
+    "修复一下",
+    "止损",
+    "切换",
 ];
 const DIAGNOSE_PHRASES: &[&str] = &[
-    "diagnose", "diagnosis", "investigate", "root cause", "root-cause", "rca", "troubleshoot",
-    "analyze", "analyse", "look into", "诊断", "排查", "根因", "分析",
+    "diagnose",
+    "diagnosis",
+    "investigate",
+    "root cause",
+    "root-cause",
+    "rca",
+    "troubleshoot",
+    "analyze",
+    "analyse",
+    "look into",
+    "诊断",
+    "排查",
+    "根因",
+    "分析",
 ];
 const STATUS_PHRASES: &[&str] = &[
     "status", "progress", "report", "result", "results", "finding", "findings", "outcome",
     "done yet", "finished", "show", "状态", "进度", "报告", "结果", "结论", "进展", "查看",
 ];
 const INCIDENT_LIST_PHRASES: &[&str] = &[
-    "incidents", "incident list", "alerts", "firing", "open incident", "active incident",
-    "current incident", "事故", "告警", "故障列表", "有哪些故障",
+    "incidents",
+    "incident list",
+    "alerts",
+    "firing",
+    "open incident",
+    "active incident",
+    "current incident",
+    "事故",
+    "告警",
+    "故障列表",
+    "有哪些故障",
 ];
 const QUESTION_PHRASES: &[&str] = &[
-    "how do", "how to", "how can", "how should", "what is", "what are", "what's", "what does",
-    "what causes", "why", "when should", "which", "explain", "difference between",
-    "best way", "steps to", "guide", "?", "？", "怎么", "如何", "为什么", "什么", "哪些",
-    "是否", "吗", "呢", "步骤", "方法", "原因",
+    "how do",
+    "how to",
+    "how can",
+    "how should",
+    "what is",
+    "what are",
+    "what's",
+    "what does",
+    "what causes",
+    "why",
+    "when should",
+    "which",
+    "explain",
+    "difference between",
+    "best way",
+    "steps to",
+    "guide",
+    "?",
+    "？",
+    "怎么",
+    "如何",
+    "为什么",
+    "什么",
+    "哪些",
+    "是否",
+    "吗",
+    "呢",
+    "步骤",
+    "方法",
+    "原因",
 ];
 const CHAT_PHRASES: &[&str] = &[
-    "hello", "hi", "hey", "good morning", "good afternoon", "good evening", "thanks",
-    "thank you", "who are you", "what can you do", "what time", "what day", "today's date",
-    "tell me a joke", "joke", "how are you", "bye", "goodbye", "你好", "您好", "谢谢", "多谢",
-    "你是谁", "你能做什么", "几点", "今天几号", "日期", "笑话", "再见", "早上好", "晚上好",
+    "hello",
+    "hi",
+    "hey",
+    "good morning",
+    "good afternoon",
+    "good evening",
+    "thanks",
+    "thank you",
+    "who are you",
+    "what can you do",
+    "what time",
+    "what day",
+    "today's date",
+    "tell me a joke",
+    "joke",
+    "how are you",
+    "bye",
+    "goodbye",
+    "你好",
+    "您好",
+    "谢谢",
+    "多谢",
+    "你是谁",
+    "你能做什么",
+    "几点",
+    "今天几号",
+    "日期",
+    "笑话",
+    "再见",
+    "早上好",
+    "晚上好",
 ];
 
 fn contains_phrase(text: &str, phrase: &str) -> bool {
@@ -281,7 +374,10 @@ pub fn route_by_rules(text: &str) -> Option<Route> {
     // No ids: imperatives that need a target become clarifications; questions about how to
     // do something are knowledge questions.
     let mentions_diagnostic_task = diagnostic_noun;
-    if mentions_diagnostic_task && any_phrase(&words, STATUS_PHRASES) && !question_about_method(&words) {
+    if mentions_diagnostic_task
+        && any_phrase(&words, STATUS_PHRASES)
+        && !question_about_method(&words)
+    {
         return Some(with_ids(Intent::DiagnosticStatus));
     }
     if recovery && !question_about_method(&words) {
@@ -297,7 +393,11 @@ pub fn route_by_rules(text: &str) -> Option<Route> {
         return Some(Route::new(Intent::Chat, 0.9, RouteSource::Rule));
     }
     if question || looks_technical(&words) {
-        return Some(Route::new(Intent::KnowledgeQuestion, 0.85, RouteSource::Rule));
+        return Some(Route::new(
+            Intent::KnowledgeQuestion,
+            0.85,
+            RouteSource::Rule,
+        ));
     }
     None
 }
@@ -305,9 +405,28 @@ pub fn route_by_rules(text: &str) -> Option<Route> {
 /// "How do I roll back …", "如何排查…": asking for a method, not for an action.
 fn question_about_method(words: &str) -> bool {
     const METHOD: &[&str] = &[
-        "how do", "how to", "how can", "how should", "what is", "what are", "what's",
-        "why", "when should", "explain", "steps to", "best way", "guide", "what does",
-        "what causes", "怎么", "如何", "为什么", "什么是", "步骤", "方法", "原理",
+        "how do",
+        "how to",
+        "how can",
+        "how should",
+        "what is",
+        "what are",
+        "what's",
+        "why",
+        "when should",
+        "explain",
+        "steps to",
+        "best way",
+        "guide",
+        "what does",
+        "what causes",
+        "怎么",
+        "如何",
+        "为什么",
+        "什么是",
+        "步骤",
+        "方法",
+        "原理",
     ];
     any_phrase(words, METHOD)
 }
@@ -315,8 +434,22 @@ fn question_about_method(words: &str) -> bool {
 /// "diagnose it", "诊断一下": an action on the problem at hand, not a topic.
 fn refers_to_current_problem(words: &str) -> bool {
     const POINTERS: &[&str] = &[
-        "it", "this", "that", "now", "the incident", "this incident", "the outage",
-        "the alert", "please", "一下", "这个", "那个", "现在", "马上", "立即", "当前",
+        "it",
+        "this",
+        "that",
+        "now",
+        "the incident",
+        "this incident",
+        "the outage",
+        "the alert",
+        "please",
+        "一下",
+        "这个",
+        "那个",
+        "现在",
+        "马上",
+        "立即",
+        "当前",
     ];
     any_phrase(words, POINTERS) || words.split_whitespace().count() <= 3
 }
@@ -328,12 +461,56 @@ fn is_small_talk(words: &str) -> bool {
 /// Operations vocabulary: such a message is a question for the knowledge bases.
 fn looks_technical(words: &str) -> bool {
     const TERMS: &[&str] = &[
-        "deadlock", "lock", "nginx", "502", "504", "timeout", "disk", "inode", "database",
-        "postgres", "mysql", "sql", "query", "index", "connection pool", "pool", "deploy",
-        "latency", "cpu", "memory", "oom", "redis", "kafka", "dns", "certificate", "tls",
-        "upstream", "gateway", "replica", "vacuum", "log", "kubernetes", "pod", "error",
-        "死锁", "锁", "超时", "磁盘", "数据库", "连接池", "慢查询", "发布", "部署", "网关",
-        "内存", "日志", "证书", "索引", "报错", "错误",
+        "deadlock",
+        "lock",
+        "nginx",
+        "502",
+        "504",
+        "timeout",
+        "disk",
+        "inode",
+        "database",
+        "postgres",
+        "mysql",
+        "sql",
+        "query",
+        "index",
+        "connection pool",
+        "pool",
+        "deploy",
+        "latency",
+        "cpu",
+        "memory",
+        "oom",
+        "redis",
+        "kafka",
+        "dns",
+        "certificate",
+        "tls",
+        "upstream",
+        "gateway",
+        "replica",
+        "vacuum",
+        "log",
+        "kubernetes",
+        "pod",
+        "error",
+        "死锁",
+        "锁",
+        "超时",
+        "磁盘",
+        "数据库",
+        "连接池",
+        "慢查询",
+        "发布",
+        "部署",
+        "网关",
+        "内存",
+        "日志",
+        "证书",
+        "索引",
+        "报错",
+        "错误",
     ];
     any_phrase(words, TERMS)
 }
@@ -394,11 +571,15 @@ pub fn validate_classification(output: &Value, text: &str, threshold: f64) -> Op
     let mut route = route.require_targets();
     if asked {
         route.needs_clarification = true;
-        route.blocked_reason.get_or_insert_with(|| "classifier_unsure".into());
+        route
+            .blocked_reason
+            .get_or_insert_with(|| "classifier_unsure".into());
     }
     if confidence < threshold {
         route.needs_clarification = true;
-        route.blocked_reason.get_or_insert_with(|| "low_confidence".into());
+        route
+            .blocked_reason
+            .get_or_insert_with(|| "low_confidence".into());
     }
     Some(route)
 }
@@ -414,7 +595,13 @@ pub fn fallback_route(reason: &str) -> Route {
 mod tests {
     use super::*;
 
-    fn check(text: &str, intent: Intent, incident: Option<&str>, diagnostic: Option<&str>, clarify: bool) {
+    fn check(
+        text: &str,
+        intent: Intent,
+        incident: Option<&str>,
+        diagnostic: Option<&str>,
+        clarify: bool,
+    ) {
         let route = route_by_rules(text).unwrap_or_else(|| panic!("no rule for {text:?}"));
         assert_eq!(route.intent, intent, "{text:?}");
         assert_eq!(route.incident_id.as_deref(), incident, "{text:?}");
@@ -425,16 +612,76 @@ mod tests {
     #[test]
     fn explicit_ids_and_verbs_route_by_rules() {
         use Intent::*;
-        check("show incident_42", IncidentQuery, Some("incident_42"), None, false);
-        check("diagnose incident_7", DiagnosticStart, Some("incident_7"), None, false);
-        check("recover per diagnostic_5", RecoveryRequest, None, Some("diagnostic_5"), false);
-        check("what's the status of diagnostic_a1b2?", DiagnosticStatus, None, Some("diagnostic_a1b2"), false);
-        check("diagnostic_5", DiagnosticStatus, None, Some("diagnostic_5"), false);
-        check("帮我看下incident_42的状态", IncidentQuery, Some("incident_42"), None, false);
-        check("诊断一下 incident_db-7", DiagnosticStart, Some("incident_db-7"), None, false);
-        check("根据 diagnostic_5 执行恢复", RecoveryRequest, None, Some("diagnostic_5"), false);
-        check("restart the pods for incident_9", RecoveryRequest, Some("incident_9"), None, true);
-        check("can you run a diagnostic on incident_12? want to know why", DiagnosticStart, Some("incident_12"), None, false);
+        check(
+            "show incident_42",
+            IncidentQuery,
+            Some("incident_42"),
+            None,
+            false,
+        );
+        check(
+            "diagnose incident_7",
+            DiagnosticStart,
+            Some("incident_7"),
+            None,
+            false,
+        );
+        check(
+            "recover per diagnostic_5",
+            RecoveryRequest,
+            None,
+            Some("diagnostic_5"),
+            false,
+        );
+        check(
+            "what's the status of diagnostic_a1b2?",
+            DiagnosticStatus,
+            None,
+            Some("diagnostic_a1b2"),
+            false,
+        );
+        check(
+            "diagnostic_5",
+            DiagnosticStatus,
+            None,
+            Some("diagnostic_5"),
+            false,
+        );
+        check(
+            "帮我看下incident_42的状态",
+            IncidentQuery,
+            Some("incident_42"),
+            None,
+            false,
+        );
+        check(
+            "诊断一下 incident_db-7",
+            DiagnosticStart,
+            Some("incident_db-7"),
+            None,
+            false,
+        );
+        check(
+            "根据 diagnostic_5 执行恢复",
+            RecoveryRequest,
+            None,
+            Some("diagnostic_5"),
+            false,
+        );
+        check(
+            "restart the pods for incident_9",
+            RecoveryRequest,
+            Some("incident_9"),
+            None,
+            true,
+        );
+        check(
+            "can you run a diagnostic on incident_12? want to know why",
+            DiagnosticStart,
+            Some("incident_12"),
+            None,
+            false,
+        );
         check("诊断结果出来了吗？", DiagnosticStatus, None, None, true);
     }
 
@@ -443,28 +690,56 @@ mod tests {
         use Intent::*;
         check("diagnose it", DiagnosticStart, None, None, true);
         check("recover now", RecoveryRequest, None, None, true);
-        check("check the diagnostic report", DiagnosticStatus, None, None, true);
+        check(
+            "check the diagnostic report",
+            DiagnosticStatus,
+            None,
+            None,
+            true,
+        );
         check("马上执行恢复", RecoveryRequest, None, None, true);
     }
 
     #[test]
     fn questions_about_methods_are_knowledge_questions() {
         use Intent::*;
-        check("How do I roll back a bad deploy?", KnowledgeQuestion, None, None, false);
+        check(
+            "How do I roll back a bad deploy?",
+            KnowledgeQuestion,
+            None,
+            None,
+            false,
+        );
         check("what is a deadlock?", KnowledgeQuestion, None, None, false);
         check("如何排查数据库死锁？", KnowledgeQuestion, None, None, false);
-        check("nginx 502 after deploy", KnowledgeQuestion, None, None, false);
-        check("which incidents are firing", IncidentQuery, None, None, false);
+        check(
+            "nginx 502 after deploy",
+            KnowledgeQuestion,
+            None,
+            None,
+            false,
+        );
+        check(
+            "which incidents are firing",
+            IncidentQuery,
+            None,
+            None,
+            false,
+        );
         check("hello!", Chat, None, None, false);
         check("谢谢", Chat, None, None, false);
     }
 
     #[test]
     fn ids_need_a_clean_boundary_and_a_valid_suffix() {
-        let ids = named_ids("xincident_1 incident_ incident_-a incident_ok-, DIAGNOSTIC_9 diagnostic_9");
+        let ids =
+            named_ids("xincident_1 incident_ incident_-a incident_ok-, DIAGNOSTIC_9 diagnostic_9");
         assert_eq!(ids.incidents, ["incident_ok"]);
         assert_eq!(ids.diagnostics, ["diagnostic_9"]);
-        assert!(!is_valid_id(&format!("incident_{}", "a".repeat(65)), "incident"));
+        assert!(!is_valid_id(
+            &format!("incident_{}", "a".repeat(65)),
+            "incident"
+        ));
     }
 
     #[test]
@@ -476,7 +751,11 @@ mod tests {
         assert!(route.needs_clarification);
         let low = json!({"intent": "knowledge_question", "confidence": 0.2,
             "incidentId": null, "diagnosticTaskId": null, "needsClarification": false});
-        assert!(validate_classification(&low, "hmm", 0.6).unwrap().needs_clarification);
+        assert!(
+            validate_classification(&low, "hmm", 0.6)
+                .unwrap()
+                .needs_clarification
+        );
         let bad = json!({"intent": "admin_mode", "confidence": 1.0,
             "incidentId": null, "diagnosticTaskId": null, "needsClarification": false});
         assert!(validate_classification(&bad, "x", 0.6).is_none());

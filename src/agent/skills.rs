@@ -28,12 +28,17 @@ impl Skills {
             .filter_map(Result::ok)
             .map(|e| e.path())
             .filter(|p| p.extension().is_some_and(|x| x == "md"))
-            .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() <= MAX_SKILL_BYTES))
+            .filter(|p| {
+                std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() <= MAX_SKILL_BYTES)
+            })
             .filter_map(|p| {
                 let text = std::fs::read_to_string(&p).ok()?;
                 let skill = parse_skill(&text);
                 if skill.is_none() {
-                    tracing::warn!("skill file {} has no name/description front matter", p.display());
+                    tracing::warn!(
+                        "skill file {} has no name/description front matter",
+                        p.display()
+                    );
                 }
                 skill
             })
@@ -85,7 +90,10 @@ mod tests {
 
     #[test]
     fn front_matter_gives_name_description_and_body() {
-        let skill = parse_skill("---\nname: disk-triage\ndescription: Free disk space safely\n---\n# Steps\n1. df -h\n").unwrap();
+        let skill = parse_skill(
+            "---\nname: disk-triage\ndescription: Free disk space safely\n---\n# Steps\n1. df -h\n",
+        )
+        .unwrap();
         assert_eq!(skill.name, "disk-triage");
         assert_eq!(skill.description, "Free disk space safely");
         assert!(skill.body.starts_with("# Steps"));

@@ -19,9 +19,15 @@ const MAX_AUDITED_RESULT_CHARS: usize = 16_000;
 /// What one tool call came to.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CallOutcome {
-    Ok { data: Value, summary: String },
+    Ok {
+        data: Value,
+        summary: String,
+    },
     /// The tool ran and reported an error (not found, invalid arguments…): an observation.
-    Error { code: String, message: String },
+    Error {
+        code: String,
+        message: String,
+    },
     /// The call was not made (unknown tool, repeated call, budget, deadline).
     Refused(String),
     /// A side-effecting call whose earlier outcome is unknown: a person must look.
@@ -86,11 +92,15 @@ impl<'a> ToolRunner<'a> {
         arguments: &Value,
     ) -> Result<CallOutcome, TurnStop> {
         let Some(tool) = self.catalog.get(name).cloned() else {
-            return Ok(CallOutcome::Refused(format!("`{name}` is not an available tool")));
+            return Ok(CallOutcome::Refused(format!(
+                "`{name}` is not an available tool"
+            )));
         };
         let fingerprint = format!("{name}\u{1f}{}", canonical_json(arguments));
         if self.seen.contains(&fingerprint) {
-            return Ok(CallOutcome::Refused("the same call was already made".into()));
+            return Ok(CallOutcome::Refused(
+                "the same call was already made".into(),
+            ));
         }
         if self.calls >= self.max_calls {
             return Ok(CallOutcome::Refused("the tool-call budget is spent".into()));
@@ -194,12 +204,17 @@ impl<'a> ToolRunner<'a> {
             CallOutcome::Uncertain => String::new(),
         };
         let result: String = result.chars().take(MAX_AUDITED_RESULT_CHARS).collect();
-        let detail = json!({"run": self.context.run_id, "tool": tool, "status": status, "result": result});
+        let detail =
+            json!({"run": self.context.run_id, "tool": tool, "status": status, "result": result});
         let entry = AuditEntry {
             actor: self.actor,
             action: "tool.call",
             target: Some(self.context.run_id),
-            outcome: if status == "ok" { AuditOutcome::Success } else { AuditOutcome::Failure },
+            outcome: if status == "ok" {
+                AuditOutcome::Success
+            } else {
+                AuditOutcome::Failure
+            },
             detail: Some(&detail),
         };
         if let Err(err) = self.context.store.record(&entry, now_secs()) {

@@ -11,9 +11,9 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::DataFlags;
-use crate::config::{AlertFlags, ModelFlags, RetrievalFlags, ServeConfig};
 use crate::agent::backends::{EngineChatModel, KnowledgeSearch, LibrarySearch};
 use crate::agent::{Agent, AgentConfig};
+use crate::config::{AlertFlags, ModelFlags, RetrievalFlags, ServeConfig};
 use crate::engine::Engine;
 use crate::http::{self, AppState, LoginLimiter, SessionConfig};
 use crate::retrieval::{Library, RetrievalConfig};
@@ -204,8 +204,9 @@ fn start_runs(
             ..AgentConfig::default()
         },
     );
-    let (workers, recovered) = RunWorkers::start(store.clone(), Arc::new(agent), bus.clone(), config)
-        .context("cannot recover interrupted runs")?;
+    let (workers, recovered) =
+        RunWorkers::start(store.clone(), Arc::new(agent), bus.clone(), config)
+            .context("cannot recover interrupted runs")?;
     if !recovered.is_empty() {
         tracing::warn!(
             count = recovered.len(),

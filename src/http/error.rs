@@ -210,12 +210,9 @@ fn store_error_parts(err: &StoreError) -> ErrorParts {
         StoreError::Forbidden(message) => {
             ErrorParts::client(StatusCode::FORBIDDEN, "forbidden", message, None)
         }
-        StoreError::Mismatch(message) => ErrorParts::client(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "mismatch",
-            message,
-            None,
-        ),
+        StoreError::Mismatch(message) => {
+            ErrorParts::client(StatusCode::UNPROCESSABLE_ENTITY, "mismatch", message, None)
+        }
         StoreError::Open { .. }
         | StoreError::Migration { .. }
         | StoreError::TooNew { .. }
@@ -528,11 +525,36 @@ mod tests {
     #[test]
     fn store_errors_map_to_client_statuses() {
         let client = "invalid_request_error";
-        check(StoreError::NotFound("action `a`".into()).into(), 404, client, "not_found");
-        check(StoreError::Conflict("decided".into()).into(), 409, client, "conflict");
-        check(StoreError::Invalid("bad".into()).into(), 400, client, "invalid_value");
-        check(StoreError::Forbidden("role".into()).into(), 403, client, "forbidden");
-        check(StoreError::Mismatch("hash".into()).into(), 422, client, "mismatch");
+        check(
+            StoreError::NotFound("action `a`".into()).into(),
+            404,
+            client,
+            "not_found",
+        );
+        check(
+            StoreError::Conflict("decided".into()).into(),
+            409,
+            client,
+            "conflict",
+        );
+        check(
+            StoreError::Invalid("bad".into()).into(),
+            400,
+            client,
+            "invalid_value",
+        );
+        check(
+            StoreError::Forbidden("role".into()).into(),
+            403,
+            client,
+            "forbidden",
+        );
+        check(
+            StoreError::Mismatch("hash".into()).into(),
+            422,
+            client,
+            "mismatch",
+        );
         let body = check(
             StoreError::Corrupt("secret detail".into()).into(),
             500,
@@ -542,6 +564,9 @@ mod tests {
         assert_eq!(body["error"]["message"], INTERNAL_ERROR_MESSAGE);
         check(ApiError::Disabled("off".into()), 404, client, "disabled");
         check(ApiError::BadWebhookToken, 401, client, "unauthorized");
-        assert_eq!(ApiError::from(StoreError::Mismatch("x".into())).code(), "mismatch");
+        assert_eq!(
+            ApiError::from(StoreError::Mismatch("x".into())).code(),
+            "mismatch"
+        );
     }
 }

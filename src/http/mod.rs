@@ -13,14 +13,14 @@ mod conversations;
 mod error;
 mod health;
 mod incidents;
+#[cfg(test)]
+mod incidents_tests;
 mod json;
 mod kb;
 pub(crate) mod login_limiter;
 mod openai;
 mod runs;
 mod session;
-#[cfg(test)]
-mod incidents_tests;
 #[cfg(test)]
 mod tests;
 

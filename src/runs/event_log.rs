@@ -25,7 +25,12 @@ impl EventLog {
     }
 
     /// Appends a non-terminal event for the worker holding the run's lease.
-    pub fn append_as(&self, run_id: &str, worker: &str, event: &RunEvent) -> Result<i64, StoreError> {
+    pub fn append_as(
+        &self,
+        run_id: &str,
+        worker: &str,
+        event: &RunEvent,
+    ) -> Result<i64, StoreError> {
         let data = event.data(now_ms());
         let seq = self.store.append_event_as(
             run_id,

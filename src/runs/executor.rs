@@ -13,7 +13,9 @@ use serde_json::Value;
 
 use super::event_log::EventLog;
 use super::events::{self, RunEvent};
-use super::turn::{OutcomeKind, TurnAnswer, TurnHandler, TurnInput, TurnOutcome, TurnSink, TurnStop};
+use super::turn::{
+    OutcomeKind, TurnAnswer, TurnHandler, TurnInput, TurnOutcome, TurnSink, TurnStop,
+};
 use super::{now_secs, Cancellations, RunConfig};
 use crate::store::{
     new_message_id, Accounts, Audit, AuditEntry, AuditOutcome, Conversations, MessageRole, Run,
@@ -64,7 +66,10 @@ pub(super) fn fail(context: &RunContext, run_id: &str, reason: &str) {
     let event = RunEvent::Failed {
         reason: reason.to_owned(),
     };
-    match context.log.finish(run_id, RunStatus::Failed, Some(reason), &event) {
+    match context
+        .log
+        .finish(run_id, RunStatus::Failed, Some(reason), &event)
+    {
         Ok(true) => audit_finish(context, run_id, AuditOutcome::Failure, "failed"),
         Ok(false) => {}
         Err(err) => tracing::error!(run = %run_id, "cannot mark the run failed: {err}"),
@@ -259,7 +264,12 @@ impl RunSink<'_> {
             )
             .map_err(stop_from)?;
         if done.event_seq.is_some() {
-            audit_finish(self.context, &self.run_id, AuditOutcome::Success, "completed");
+            audit_finish(
+                self.context,
+                &self.run_id,
+                AuditOutcome::Success,
+                "completed",
+            );
         }
         Ok(())
     }

@@ -121,9 +121,9 @@ impl RunService {
         if run.status.is_terminal() {
             return Ok(run);
         }
-        let appended =
-            self.log
-                .finish(run_id, RunStatus::Cancelled, None, &RunEvent::Cancelled)?;
+        let appended = self
+            .log
+            .finish(run_id, RunStatus::Cancelled, None, &RunEvent::Cancelled)?;
         if appended {
             // Only a claimed run has a worker to stop (and to forget the mark afterwards);
             // a queued one is never claimed once cancelled.

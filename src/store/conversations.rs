@@ -244,9 +244,8 @@ impl Conversations for Store {
                  JOIN messages AS m ON m.id = mc.message_id
                  WHERE m.conversation_id = ?1 ORDER BY m.turn, mc.n",
             )?;
-            let rows = statement.query_map([conversation_id], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-            })?;
+            let rows = statement
+                .query_map([conversation_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
             Ok(rows.collect::<rusqlite::Result<_>>()?)
         })
     }
@@ -298,7 +297,9 @@ fn complete_turn_in(
         .optional()?
         .ok_or_else(|| StoreError::NotFound(format!("run `{run_id}`")))?;
     let (Some(conversation_id), Some(turn)) = (conversation_id, turn) else {
-        return Err(StoreError::Invalid(format!("run `{run_id}` is not a chat turn")));
+        return Err(StoreError::Invalid(format!(
+            "run `{run_id}` is not a chat turn"
+        )));
     };
     let answered: Option<String> = t
         .query_row(
@@ -437,7 +438,10 @@ mod tests {
             (RunStatus::Queued, Some(1), 0)
         );
         assert_eq!(run.kind, crate::store::RunKind::ChatTurn);
-        assert_eq!(run.conversation_id.as_deref(), Some(conversation.id.as_str()));
+        assert_eq!(
+            run.conversation_id.as_deref(),
+            Some(conversation.id.as_str())
+        );
 
         let answer = store
             .complete_turn(&first.run_id, "Check /var/log.", 12)

@@ -417,7 +417,9 @@ mod tests {
         let path = dir.path().join("w.db");
         {
             let connection = Connection::open(&path).unwrap();
-            connection.pragma_update(None, "foreign_keys", "ON").unwrap();
+            connection
+                .pragma_update(None, "foreign_keys", "ON")
+                .unwrap();
             connection.execute_batch(MIGRATIONS[0]).unwrap();
             connection.execute_batch(MIGRATIONS[1]).unwrap();
             connection.pragma_update(None, "user_version", 2).unwrap();
@@ -446,7 +448,10 @@ mod tests {
         let foreign_keys: i64 = store
             .read(|c| Ok(c.query_row("PRAGMA foreign_keys", [], |r| r.get(0))?))
             .unwrap();
-        assert_eq!(foreign_keys, 1, "foreign keys are enforced again after migrating");
+        assert_eq!(
+            foreign_keys, 1,
+            "foreign keys are enforced again after migrating"
+        );
     }
 
     #[test]

@@ -54,8 +54,8 @@ pub use kb_catalog::{
 pub use ledger::{ClaimOutcome, LedgerState, SideEffect, ToolClaim, ToolLedger};
 pub use maintenance::HealthCounts;
 pub use passwords::{MAX_PASSWORD_CHARS, MAX_USER_NAME_CHARS, MIN_PASSWORD_CHARS};
-pub use runs::{Event, NewEvent, Run, RunKind, RunStatus, Runs, MAX_EVENTS_PER_READ};
 pub use routes::{RouteRecord, RouteRecords};
+pub use runs::{Event, NewEvent, Run, RunKind, RunStatus, Runs, MAX_EVENTS_PER_READ};
 pub use secrets::{secret_hash, secret_matches_hash};
 
 /// How long a statement waits for a lock held by another connection.

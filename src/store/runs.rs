@@ -351,7 +351,12 @@ impl NewEvent<'_> {
 
 /// Inserts a `queued` diagnostic run, which has no conversation (inside the caller's
 /// transaction).
-pub(super) fn insert_queued_diagnostic_run(t: &Connection, id: &str, owner: i64, now: i64) -> Result<()> {
+pub(super) fn insert_queued_diagnostic_run(
+    t: &Connection,
+    id: &str,
+    owner: i64,
+    now: i64,
+) -> Result<()> {
     t.execute(
         "INSERT INTO runs (id, kind, owner_id, status, created_at, updated_at)
          VALUES (?1, 'diagnostic', ?2, 'queued', ?3, ?3)",

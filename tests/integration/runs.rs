@@ -261,7 +261,10 @@ fn a_cancelled_run_ends_cancelled_without_an_answer_and_frees_the_model() {
     // Wait until a worker is on it (the agent routes, then the model works for seconds).
     let started = Instant::now();
     while get_json(&server, &format!("/api/runs/{long}"))["status"] != "running" {
-        assert!(started.elapsed() < RUNS_TIMEOUT, "the run was never claimed");
+        assert!(
+            started.elapsed() < RUNS_TIMEOUT,
+            "the run was never claimed"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let waiting = ask(&server, &conversation, "And a short one?");

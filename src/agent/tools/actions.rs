@@ -16,7 +16,11 @@ use crate::store::{
 const MAX_REASON_CHARS: usize = 200;
 
 fn reason_of(context: &ToolContext<'_>) -> String {
-    let text: String = context.request_text.chars().take(MAX_REASON_CHARS).collect();
+    let text: String = context
+        .request_text
+        .chars()
+        .take(MAX_REASON_CHARS)
+        .collect();
     format!("requested in chat: {text}")
 }
 
@@ -36,7 +40,10 @@ fn pending(
         owner_id: context.owner_id,
         expires_at: context.now_secs + context.action_ttl_secs,
     };
-    match context.store.create_pending_action(&action, context.now_secs) {
+    match context
+        .store
+        .create_pending_action(&action, context.now_secs)
+    {
         Ok(created) => ToolResult::Ok {
             summary: format!("pending action {} awaits confirmation", created.id),
             data: action_json(&created),

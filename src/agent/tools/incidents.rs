@@ -103,10 +103,11 @@ impl Tool for ListIncidents {
     }
 
     fn call(&self, context: &ToolContext<'_>, arguments: &Value) -> ToolResult {
-        let status = arguments["status"]
-            .as_str()
-            .and_then(|s| s.parse().ok());
-        let limit = arguments["limit"].as_u64().unwrap_or(MAX_LISTED).clamp(1, MAX_LISTED);
+        let status = arguments["status"].as_str().and_then(|s| s.parse().ok());
+        let limit = arguments["limit"]
+            .as_u64()
+            .unwrap_or(MAX_LISTED)
+            .clamp(1, MAX_LISTED);
         match context.store.incidents(status, limit as u32) {
             Ok(incidents) => ToolResult::Ok {
                 summary: format!("{} incidents", incidents.len()),

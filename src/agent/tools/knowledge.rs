@@ -67,7 +67,10 @@ impl Tool for KnowledgeRetrieval {
             return ToolResult::error("no_knowledge_base", "no knowledge base is loaded");
         };
         let query = arguments["query"].as_str().unwrap_or_default();
-        let limit = arguments["limit"].as_u64().unwrap_or(DEFAULT_HITS).clamp(1, MAX_HITS);
+        let limit = arguments["limit"]
+            .as_u64()
+            .unwrap_or(DEFAULT_HITS)
+            .clamp(1, MAX_HITS);
         match search.search(query, context.readable_kbs, limit as usize) {
             Ok(hits) => {
                 let passages: Vec<Passage> = hits.iter().map(passage).collect();

@@ -217,17 +217,37 @@ mod tests {
         )
         .unwrap();
         assert_eq!(catalog.names(), ["knowledge_retrieval", "current_time"]);
-        let again = Catalog::compile(&registry, &["knowledge_retrieval", "current_time"], &[], Role::Viewer).unwrap();
+        let again = Catalog::compile(
+            &registry,
+            &["knowledge_retrieval", "current_time"],
+            &[],
+            Role::Viewer,
+        )
+        .unwrap();
         assert_eq!(catalog.hash, again.hash);
         assert_eq!(
-            Catalog::compile(&registry, &["current_time"], &["knowledge_retrieval"], Role::Viewer).err(),
+            Catalog::compile(
+                &registry,
+                &["current_time"],
+                &["knowledge_retrieval"],
+                Role::Viewer
+            )
+            .err(),
             Some(MissingTool("knowledge_retrieval".into()))
         );
         // No tool takes an owner argument: identity comes from the auth context.
         for name in registry.names() {
             let tool = registry.get(name).unwrap();
-            let properties = tool.info().parameters["properties"].as_object().cloned().unwrap_or_default();
-            assert!(properties.keys().all(|k| !k.contains("owner") && !k.contains("user")), "{name}");
+            let properties = tool.info().parameters["properties"]
+                .as_object()
+                .cloned()
+                .unwrap_or_default();
+            assert!(
+                properties
+                    .keys()
+                    .all(|k| !k.contains("owner") && !k.contains("user")),
+                "{name}"
+            );
         }
     }
 
@@ -236,7 +256,13 @@ mod tests {
         let a = json!({"b": 1, "a": {"y": 2, "x": [1, {"d": 0, "c": 1}]}});
         let b = json!({"a": {"x": [1, {"c": 1, "d": 0}], "y": 2}, "b": 1});
         assert_eq!(canonical_json(&a), canonical_json(&b));
-        assert_eq!(tool_call_key("r", 1, "t", &a), tool_call_key("r", 1, "t", &b));
-        assert_ne!(tool_call_key("r", 2, "t", &a), tool_call_key("r", 1, "t", &a));
+        assert_eq!(
+            tool_call_key("r", 1, "t", &a),
+            tool_call_key("r", 1, "t", &b)
+        );
+        assert_ne!(
+            tool_call_key("r", 2, "t", &a),
+            tool_call_key("r", 1, "t", &a)
+        );
     }
 }

@@ -13,7 +13,10 @@ pub fn validate(value: &Value, schema: &Value) -> Result<(), String> {
 fn check(value: &Value, schema: &Value, at: &str) -> Result<(), String> {
     if let Some(options) = schema.get("enum").and_then(Value::as_array) {
         if !options.contains(value) {
-            return Err(format!("{at} must be one of {}", Value::Array(options.clone())));
+            return Err(format!(
+                "{at} must be one of {}",
+                Value::Array(options.clone())
+            ));
         }
     }
     if let Some(kind) = schema.get("type").and_then(Value::as_str) {
