@@ -341,12 +341,11 @@ impl Loop<'_, '_> {
                     if total <= fresh_from || !streamed.starts_with(&already) {
                         return Ok(());
                     }
+                    // Characters of this piece that lie past what was already streamed.
+                    let before = total - text.chars().count();
                     let fresh: String = text
                         .chars()
-                        .skip(
-                            (total - text.chars().count()).max(fresh_from)
-                                - (total - text.chars().count()),
-                        )
+                        .skip(fresh_from.saturating_sub(before))
                         .collect();
                     pending.push_str(&fresh);
                     if last_flush.is_none_or(|at| at.elapsed() >= interval) {

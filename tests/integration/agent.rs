@@ -63,6 +63,11 @@ fn ask(server: &Server, token: &str, conversation: &str, text: &str) -> Vec<Fram
         assert!(started.elapsed() < RUN_TIMEOUT, "run {run} did not end");
         std::thread::sleep(Duration::from_millis(100));
     }
+    events_of(server, token, &run)
+}
+
+/// A run's events up to and including its terminal one.
+fn events_of(server: &Server, token: &str, run: &str) -> Vec<Frame> {
     let response = server
         .get(&format!("/api/runs/{run}/events"))
         .set("Authorization", &format!("Bearer {token}"))
@@ -429,20 +434,7 @@ fn agent_runs_survive_kill_9_without_repeating_side_effects() {
             .filter(|m| m["role"] == "assistant")
         {
             let run_id = message["run_id"].as_str().expect("run id");
-            let response = server
-                .get(&format!("/api/runs/{run_id}/events"))
-                .set("Authorization", &format!("Bearer {token}"))
-                .call()
-                .expect("events");
-            let mut reader = FrameReader::new(response.into_reader());
-            let mut frames = Vec::new();
-            while let Some(frame) = reader.next_frame() {
-                let last = frame.is_terminal();
-                frames.push(frame);
-                if last {
-                    break;
-                }
-            }
+            let frames = events_of(&server, &token, run_id);
             assert_eq!(
                 message["content"].as_str(),
                 Some(crate::sse::streamed_text(&frames).as_str())
