@@ -19,12 +19,16 @@
 //! - `agent`: what a chat turn does: input safety, intent router, execution policy, tool
 //!   registry and catalog, direct reads, pending actions, bounded structured ReAct with
 //!   cited knowledge answers. Never touches axum, SQL or candle.
+//! - `diagnostics`: incident diagnostics: scenario packs, data sources, the read-only
+//!   diagnostic tools. Never touches axum.
+//! - `timefmt`: RFC 3339 times to seconds since the epoch and back (UTC).
 //! - `knowledge`: wiring of retrieval to the store and the engine's embedding model.
 //! - `cli`: the commands (`serve`, `ask`, `models`, `bench`, `kb`, `eval`).
 
 pub mod agent;
 pub mod cli;
 pub mod config;
+pub mod diagnostics;
 pub mod engine;
 pub mod http;
 pub mod knowledge;
@@ -32,3 +36,4 @@ pub mod model_files;
 pub mod retrieval;
 pub mod runs;
 pub mod store;
+pub mod timefmt;

@@ -9,7 +9,7 @@ mod answer_stream;
 pub mod backends;
 mod direct;
 pub mod history;
-mod llm;
+pub mod llm;
 pub mod policy;
 mod react;
 pub mod router;

@@ -19,6 +19,7 @@ use serde_json::{json, Value};
 
 use crate::agent::backends::{EngineChatModel, KnowledgeSearch, LibrarySearch};
 use crate::agent::{Agent, AgentConfig};
+use crate::diagnostics::{DiagnosticRunner, Playbooks};
 use crate::engine::{EmbedModelHandle, Engine};
 use crate::retrieval::RetrievalConfig;
 use crate::runs::{EventBus, RunConfig, RunWorkers};
@@ -281,9 +282,18 @@ fn run_case(
             ..AgentConfig::default()
         },
     );
+    let diagnostics = DiagnosticRunner::new(
+        store.clone(),
+        Arc::new(EngineChatModel(chat.clone())),
+        &chat.info().id,
+        None,
+        Arc::new(Playbooks::load(Path::new("kb/playbooks"))?),
+        None,
+    );
     let (workers, _) = RunWorkers::start(
         store.clone(),
         Arc::new(agent),
+        Arc::new(diagnostics),
         EventBus::default(),
         RunConfig {
             workers: 1,

@@ -14,6 +14,7 @@ use super::DataFlags;
 use crate::agent::backends::{EngineChatModel, KnowledgeSearch, LibrarySearch};
 use crate::agent::{Agent, AgentConfig};
 use crate::config::{AlertFlags, ModelFlags, RetrievalFlags, ServeConfig};
+use crate::diagnostics::{DiagnosticRunner, Playbooks};
 use crate::engine::Engine;
 use crate::http::{self, AppState, LoginLimiter, SessionConfig};
 use crate::retrieval::{Library, RetrievalConfig};
@@ -57,6 +58,10 @@ pub struct ServeArgs {
     /// Mark cookies `Secure` (set this when users reach Warden over HTTPS via a proxy).
     #[arg(long, env = "WARDEN_SECURE_COOKIES")]
     secure_cookies: bool,
+    /// Scenario pack folder the diagnostic tools read for tasks without their own source
+    /// (unset: every diagnostic tool answers "unavailable" until live connectors exist).
+    #[arg(long, env = "WARDEN_DIAGNOSTICS_SOURCE")]
+    diagnostics_source: Option<PathBuf>,
 }
 
 /// The file a server holds locked while it uses a data folder.
@@ -194,19 +199,40 @@ fn start_runs(
         workers: usize::from(args.run_workers),
         ..RunConfig::default()
     };
+    let knowledge = library.map(|l| Arc::new(LibrarySearch(l)) as Arc<dyn KnowledgeSearch>);
     let agent = Agent::new(
         store.clone(),
         Arc::new(EngineChatModel(chat.clone())),
-        library.map(|l| Arc::new(LibrarySearch(l)) as Arc<dyn KnowledgeSearch>),
+        knowledge.clone(),
         AgentConfig {
             skills_dir: args.sample_kb.join("skills"),
             max_answer_tokens: args.max_answer_tokens as usize,
             ..AgentConfig::default()
         },
     );
-    let (workers, recovered) =
-        RunWorkers::start(store.clone(), Arc::new(agent), bus.clone(), config)
-            .context("cannot recover interrupted runs")?;
+    let playbooks_dir = args.sample_kb.join("playbooks");
+    let books = Playbooks::load(&playbooks_dir).with_context(|| {
+        format!(
+            "cannot load the diagnostic playbooks in {}",
+            playbooks_dir.display()
+        )
+    })?;
+    let diagnostics = DiagnosticRunner::new(
+        store.clone(),
+        Arc::new(EngineChatModel(chat.clone())),
+        &chat.info().id,
+        knowledge,
+        Arc::new(books),
+        args.diagnostics_source.clone(),
+    );
+    let (workers, recovered) = RunWorkers::start(
+        store.clone(),
+        Arc::new(agent),
+        Arc::new(diagnostics),
+        bus.clone(),
+        config,
+    )
+    .context("cannot recover interrupted runs")?;
     if !recovered.is_empty() {
         tracing::warn!(
             count = recovered.len(),

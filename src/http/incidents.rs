@@ -2,7 +2,7 @@
 //! bearer token rather than a user's, each call audited), incidents for every signed-in
 //! user (`GET /api/incidents`, `GET /api/incidents/{id}`), and the owner's diagnostic tasks
 //! with their reports (`GET /api/diagnostics/{id}`, 404 for another user's). Parses
-//! Alertmanager's version 4 payload, RFC 3339 times included.
+//! Alertmanager's version 4 payload (its RFC 3339 times through `crate::timefmt`).
 
 use std::collections::BTreeMap;
 
@@ -26,6 +26,7 @@ use crate::store::{
     secret_hash, secret_matches_hash, AlertStatus, AlertUpdate, Audit, AuditEntry, AuditOutcome,
     DiagnosticTasks, IncidentStatus, Incidents, MAX_INCIDENTS_PER_READ,
 };
+use crate::timefmt::parse_rfc3339;
 
 /// The audit actor of webhook calls.
 pub const ALERTMANAGER_ACTOR: &str = "alertmanager";
@@ -347,114 +348,9 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
         .filter(|token| !token.is_empty())
 }
 
-/// Seconds since the epoch of an RFC 3339 time (`2024-03-01T12:34:56.789Z`,
-/// `…+02:00`); fractions of a second are dropped. `None` when malformed.
-pub(super) fn parse_rfc3339(text: &str) -> Option<i64> {
-    let bytes = text.as_bytes();
-    let separators_ok = bytes.len() >= 20
-        && bytes[4] == b'-'
-        && bytes[7] == b'-'
-        && matches!(bytes[10], b'T' | b't' | b' ')
-        && bytes[13] == b':'
-        && bytes[16] == b':';
-    if !separators_ok {
-        return None;
-    }
-    let number = |from: usize, to: usize| -> Option<i64> {
-        let digits = text.get(from..to)?;
-        if !digits.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        digits.parse().ok()
-    };
-    let (year, month, day) = (number(0, 4)?, number(5, 7)?, number(8, 10)?);
-    let (hour, minute, second) = (number(11, 13)?, number(14, 16)?, number(17, 19)?);
-    let valid_date = (1..=12).contains(&month) && (1..=days_in_month(year, month)).contains(&day);
-    if !valid_date || hour > 23 || minute > 59 || second > 60 {
-        return None;
-    }
-    let mut rest = text.get(19..)?;
-    if let Some(fraction) = rest.strip_prefix('.') {
-        let digits = fraction.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return None;
-        }
-        rest = fraction.get(digits..)?;
-    }
-    let offset_secs = match rest {
-        "Z" | "z" => 0,
-        _ => {
-            let sign = match rest.as_bytes().first()? {
-                b'+' => 1,
-                b'-' => -1,
-                _ => return None,
-            };
-            let offset = rest.get(1..)?;
-            let (hours, minutes) = offset.split_once(':')?;
-            let all_digits = |s: &str| s.len() == 2 && s.bytes().all(|b| b.is_ascii_digit());
-            if !all_digits(hours) || !all_digits(minutes) {
-                return None;
-            }
-            let (hours, minutes): (i64, i64) = (hours.parse().ok()?, minutes.parse().ok()?);
-            if hours > 23 || minutes > 59 {
-                return None;
-            }
-            sign * (hours * 3600 + minutes * 60)
-        }
-    };
-    let days = days_from_civil(year, month, day);
-    Some(days * 86_400 + hour * 3600 + minute * 60 + second - offset_secs)
-}
-
-/// Days from 1970-01-01 to a date of the proleptic Gregorian calendar.
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    // Count years from March, so the leap day is the last day of the counted year.
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year.rem_euclid(400);
-    let month_from_march = (month + 9) % 12;
-    let day_of_year = (153 * month_from_march + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
-}
-
-fn days_in_month(year: i64, month: i64) -> i64 {
-    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
-    match month {
-        2 if leap => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rfc3339_times_parse_to_epoch_seconds() {
-        for (text, expected) in [
-            ("1970-01-01T00:00:00Z", Some(0)),
-            ("2024-03-01T12:34:56Z", Some(1_709_296_496)),
-            ("2024-03-01T12:34:56.789123456Z", Some(1_709_296_496)),
-            ("2024-03-01T14:34:56+02:00", Some(1_709_296_496)),
-            ("2024-03-01T10:04:56.5-02:30", Some(1_709_296_496)),
-            ("2000-02-29T00:00:00Z", Some(951_782_400)),
-            ("0001-01-01T00:00:00Z", Some(-62_135_596_800)),
-            ("2023-02-29T00:00:00Z", None),
-            ("2024-13-01T00:00:00Z", None),
-            ("2024-03-01T24:00:00Z", None),
-            ("2024-03-01T12:34:56", None),
-            ("2024-03-01T12:34:56.Z", None),
-            ("2024-03-01T12:34:56+0200", None),
-            ("2024-03-01 12:34:5xZ", None),
-            ("yesterday", None),
-            ("2024-03-01T12:34:56Zjunk", None),
-        ] {
-            assert_eq!(parse_rfc3339(text), expected, "{text}");
-        }
-    }
 
     #[test]
     fn go_zero_time_means_no_time() {

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 /// Every public event type, in the order a run usually emits them. The UI, the CLI bench
 /// and replay know exactly these.
-pub const EVENT_TYPES: [&str; 14] = [
+pub const EVENT_TYPES: [&str; 15] = [
     "run.started",
     "run.resumed",
     "route.decided",
@@ -22,6 +22,7 @@ pub const EVENT_TYPES: [&str; 14] = [
     "run.failed",
     "run.cancelled",
     "run.degraded",
+    "diagnostic.node",
 ];
 
 /// The event type names that end a run's stream.
@@ -119,8 +120,19 @@ pub enum RunEvent {
     MessageDelta {
         text: String,
     },
+    /// A diagnostic graph node finished: public progress, never model text.
+    DiagnosticNode {
+        task_id: String,
+        node: String,
+        iteration: u32,
+        next: String,
+        summary: String,
+        detail: Value,
+    },
+    /// The run ended well. Chat turns name their assistant message; diagnostic runs have
+    /// none (`null`) and end with outcome `diagnosed`.
     Completed {
-        message_id: String,
+        message_id: Option<String>,
         finish_reason: String,
         usage: RunUsage,
         /// answered | pending_action | clarification | refused
@@ -147,6 +159,7 @@ impl RunEvent {
             RunEvent::ClarificationNeeded { .. } => "clarification.needed",
             RunEvent::Degraded { .. } => "run.degraded",
             RunEvent::MessageDelta { .. } => "message.delta",
+            RunEvent::DiagnosticNode { .. } => "diagnostic.node",
             RunEvent::Completed { .. } => "run.completed",
             RunEvent::Failed { .. } => "run.failed",
             RunEvent::Cancelled => "run.cancelled",
@@ -175,6 +188,17 @@ impl RunEvent {
             RunEvent::ClarificationNeeded { question } => json!({ "question": question }),
             RunEvent::Degraded { reason } => json!({ "reason": reason }),
             RunEvent::MessageDelta { text } => json!({ "text": text }),
+            RunEvent::DiagnosticNode {
+                task_id,
+                node,
+                iteration,
+                next,
+                summary,
+                detail,
+            } => json!({
+                "task_id": task_id, "node": node, "iteration": iteration, "next": next,
+                "summary": summary, "detail": detail,
+            }),
             RunEvent::Completed {
                 message_id,
                 finish_reason,
@@ -231,7 +255,7 @@ mod tests {
             },
             RunEvent::MessageDelta { text: "hi".into() },
             RunEvent::Completed {
-                message_id: "msg_1".into(),
+                message_id: Some("msg_1".into()),
                 finish_reason: "stop".into(),
                 usage: RunUsage {
                     prompt_tokens: 3,

@@ -14,18 +14,20 @@ use serde_json::Value;
 use super::event_log::EventLog;
 use super::events::{self, RunEvent};
 use super::turn::{
-    OutcomeKind, TurnAnswer, TurnHandler, TurnInput, TurnOutcome, TurnSink, TurnStop,
+    DiagnosticHandler, DiagnosticInput, DiagnosticOutcome, OutcomeKind, TurnAnswer, TurnHandler,
+    TurnInput, TurnOutcome, TurnSink, TurnStop,
 };
 use super::{now_secs, Cancellations, RunConfig};
 use crate::store::{
     new_message_id, Accounts, Audit, AuditEntry, AuditOutcome, Conversations, MessageRole, Run,
-    RunStatus, Runs, Store, StoreError, MAX_EVENTS_PER_READ, SYSTEM_ACTOR,
+    RunKind, RunStatus, Runs, Store, StoreError, MAX_EVENTS_PER_READ, SYSTEM_ACTOR,
 };
 
 /// What every run needs.
 pub(super) struct RunContext {
     pub log: EventLog,
     pub handler: Arc<dyn TurnHandler>,
+    pub diagnostic: Arc<dyn DiagnosticHandler>,
     pub config: RunConfig,
     pub cancellations: Cancellations,
 }
@@ -54,7 +56,11 @@ pub(super) fn execute(context: &RunContext, worker_id: &str, run: Run) {
         run_id: run.id.clone(),
         last_renewal: Instant::now(),
     };
-    match run_turn(context, &mut sink, &run) {
+    let outcome = match run.kind {
+        RunKind::ChatTurn => run_turn(context, &mut sink, &run),
+        RunKind::Diagnostic => run_diagnostic(context, &mut sink, &run),
+    };
+    match outcome {
         Ok(()) | Err(TurnStop::Abandoned) => {}
         Err(TurnStop::Failed(reason)) => fail(context, &run.id, &reason),
     }
@@ -112,6 +118,62 @@ fn run_turn(context: &RunContext, sink: &mut RunSink<'_>, run: &Run) -> Result<(
     match context.handler.handle(&input, sink)? {
         TurnOutcome::Done(kind, answer) => sink.complete(kind, answer),
         TurnOutcome::Failed(reason) => Err(TurnStop::Failed(reason)),
+    }
+}
+
+/// A diagnostic run: the handler runs the task's graph and stores its report; the run then
+/// ends `completed` with outcome `diagnosed` (no assistant message).
+fn run_diagnostic(context: &RunContext, sink: &mut RunSink<'_>, run: &Run) -> Result<(), TurnStop> {
+    if run.attempts > context.config.max_attempts {
+        return Err(TurnStop::Failed(format!(
+            "the run was interrupted {} times; giving up",
+            run.attempts - 1
+        )));
+    }
+    let opening = if run.attempts <= 1 {
+        RunEvent::Started {
+            attempt: run.attempts,
+        }
+    } else {
+        RunEvent::Resumed {
+            attempt: run.attempts,
+            resumed_chars: 0,
+        }
+    };
+    sink.emit(opening)?;
+    let input = DiagnosticInput {
+        run_id: run.id.clone(),
+        owner_id: run.owner_id,
+        attempt: run.attempts,
+        checkpoint: run
+            .checkpoint
+            .as_deref()
+            .and_then(|text| serde_json::from_str::<Value>(text).ok()),
+    };
+    match context.diagnostic.handle(&input, sink)? {
+        DiagnosticOutcome::Failed(reason) => Err(TurnStop::Failed(reason)),
+        DiagnosticOutcome::Done => {
+            let event = RunEvent::Completed {
+                message_id: None,
+                finish_reason: "stop".to_owned(),
+                usage: events::RunUsage {
+                    prompt_tokens: 0,
+                    completion_tokens: 0,
+                },
+                outcome: "diagnosed".to_owned(),
+            };
+            match context
+                .log
+                .finish(&run.id, RunStatus::Completed, None, &event)
+            {
+                Ok(true) => {
+                    audit_finish(context, &run.id, AuditOutcome::Success, "completed");
+                    Ok(())
+                }
+                Ok(false) => Err(TurnStop::Abandoned),
+                Err(err) => Err(stop_from(err)),
+            }
+        }
     }
 }
 
@@ -246,7 +308,7 @@ impl RunSink<'_> {
             .map(|c| (c.n as i64, serde_json::json!(c).to_string()))
             .collect();
         let event = RunEvent::Completed {
-            message_id: message_id.clone(),
+            message_id: Some(message_id.clone()),
             finish_reason: answer.finish_reason.clone(),
             usage: answer.usage,
             outcome: kind.as_str().to_owned(),

@@ -20,7 +20,10 @@ pub use bus::{EventBus, Subscription};
 pub use event_log::EventLog;
 pub use events::{CitationPublic, ConfirmationPublic, RoutePublic, RunEvent, RunUsage};
 pub use reasoning_filter::ReasoningFilter;
-pub use turn::{OutcomeKind, TurnAnswer, TurnHandler, TurnInput, TurnOutcome, TurnSink, TurnStop};
+pub use turn::{
+    DiagnosticHandler, DiagnosticInput, DiagnosticOutcome, OutcomeKind, TurnAnswer, TurnHandler,
+    TurnInput, TurnOutcome, TurnSink, TurnStop,
+};
 pub use worker::RunWorkers;
 
 use crate::store::{Run, RunStatus, Runs, Store, StoreError};

@@ -98,3 +98,29 @@ pub enum TurnOutcome {
 pub trait TurnHandler: Send + Sync {
     fn handle(&self, input: &TurnInput, sink: &mut dyn TurnSink) -> Result<TurnOutcome, TurnStop>;
 }
+
+/// What a diagnostic run's handler gets: the run and its saved resume state.
+#[derive(Debug, Clone)]
+pub struct DiagnosticInput {
+    pub run_id: String,
+    pub owner_id: i64,
+    /// 1 on the first claim; more when the run was interrupted and resumed.
+    pub attempt: i64,
+    pub checkpoint: Option<Value>,
+}
+
+/// How a diagnostic run ended, when it did not fail: the handler has stored its report.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DiagnosticOutcome {
+    Done,
+    Failed(String),
+}
+
+/// Runs a diagnostic task's graph on its run. Runs on a run worker thread.
+pub trait DiagnosticHandler: Send + Sync {
+    fn handle(
+        &self,
+        input: &DiagnosticInput,
+        sink: &mut dyn TurnSink,
+    ) -> Result<DiagnosticOutcome, TurnStop>;
+}

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::executor::{self, RunContext};
-use super::{now_secs, Cancellations, EventBus, EventLog, RunConfig, TurnHandler};
+use super::{
+    now_secs, Cancellations, DiagnosticHandler, EventBus, EventLog, RunConfig, TurnHandler,
+};
 use crate::store::{Runs, Store, StoreError};
 
 /// How long an idle worker sleeps before looking at the queue again without a wake-up.
@@ -29,6 +31,7 @@ impl RunWorkers {
     pub fn start(
         store: Arc<Store>,
         handler: Arc<dyn TurnHandler>,
+        diagnostic: Arc<dyn DiagnosticHandler>,
         bus: EventBus,
         config: RunConfig,
     ) -> Result<(Self, Vec<String>), StoreError> {
@@ -40,6 +43,7 @@ impl RunWorkers {
         let context = Arc::new(RunContext {
             log: EventLog::new(store, bus),
             handler,
+            diagnostic,
             config,
             cancellations: cancellations.clone(),
         });

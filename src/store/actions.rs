@@ -423,7 +423,7 @@ fn start_diagnostic(
         return Ok((PendingActionStatus::Failed, Some(json!({ "error": error }))));
     }
     insert_queued_diagnostic_run(t, &fresh.run, action.owner_id, now)?;
-    let status = DiagnosticStatus::WaitingForGraph;
+    let status = DiagnosticStatus::Queued;
     let task = TaskInsert {
         id: &fresh.task,
         incident_id,

@@ -59,6 +59,11 @@ pub struct DiagnosticTask {
     pub status: DiagnosticStatus,
     /// The graph's structured result.
     pub report: Option<serde_json::Value>,
+    /// Where the task's diagnostic tools read: a scenario pack folder, or `None` for the
+    /// server's configured source.
+    pub source: Option<String>,
+    pub graph_version: Option<String>,
+    pub thread_id: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -72,6 +77,29 @@ pub trait DiagnosticTasks {
     fn diagnostic_task(&self, owner: i64, id: &str) -> Result<DiagnosticTask>;
     /// The owner's tasks, newest first, at most `min(limit, MAX_DIAGNOSTIC_TASKS_PER_READ)`.
     fn diagnostic_tasks(&self, owner: i64, limit: u32) -> Result<Vec<DiagnosticTask>>;
+    /// Starts a task on `incident_id` for `owner`: the task (`queued`) and its queued
+    /// `diagnostic` run in one transaction. `Invalid` when the incident or owner is missing.
+    fn start_diagnostic_task(
+        &self,
+        owner: i64,
+        incident_id: &str,
+        source: Option<&str>,
+        graph_version: &str,
+        now: i64,
+    ) -> Result<DiagnosticTask>;
+    /// The task a `diagnostic` run works on (for the run's worker; not owner-scoped).
+    fn diagnostic_task_of_run(&self, run_id: &str) -> Result<DiagnosticTask>;
+    /// Records the graph's progress on the task: status, version, thread and report.
+    fn update_diagnostic_task(&self, update: &TaskUpdate<'_>, now: i64) -> Result<()>;
+}
+
+/// What the graph's driver records on a task.
+pub struct TaskUpdate<'a> {
+    pub id: &'a str,
+    pub status: DiagnosticStatus,
+    pub graph_version: &'a str,
+    pub thread_id: &'a str,
+    pub report: Option<&'a serde_json::Value>,
 }
 
 /// Whether `text` is a diagnostic task id: `diagnostic_` and `[A-Za-z0-9][A-Za-z0-9-]{0,63}`.
@@ -85,6 +113,76 @@ pub(super) fn new_diagnostic_task_id() -> Result<String> {
 }
 
 impl DiagnosticTasks for Store {
+    fn start_diagnostic_task(
+        &self,
+        owner: i64,
+        incident_id: &str,
+        source: Option<&str>,
+        graph_version: &str,
+        now: i64,
+    ) -> Result<DiagnosticTask> {
+        let id = new_diagnostic_task_id()?;
+        let run_id = secrets::new_id("run")?;
+        self.write(|t| {
+            if !exists(t, "SELECT 1 FROM users WHERE id = ?1", &owner)? {
+                return Err(StoreError::Invalid(format!("user {owner} does not exist")));
+            }
+            super::runs::insert_queued_diagnostic_run(t, &run_id, owner, now)?;
+            let task = TaskInsert {
+                id: &id,
+                incident_id,
+                owner,
+                run_id: Some(&run_id),
+                status: DiagnosticStatus::Queued,
+                report: None,
+            };
+            insert_diagnostic_task(t, &task, now)?;
+            t.execute(
+                "UPDATE diagnostic_tasks SET source = ?2, graph_version = ?3 WHERE id = ?1",
+                params![id, source, graph_version],
+            )?;
+            owned_task(t, owner, &id)
+        })
+    }
+
+    fn diagnostic_task_of_run(&self, run_id: &str) -> Result<DiagnosticTask> {
+        self.read(|c| {
+            c.query_row(
+                &format!("SELECT {TASK_COLUMNS} FROM diagnostic_tasks WHERE run_id = ?1"),
+                [run_id],
+                task_from_row,
+            )
+            .optional()?
+            .ok_or_else(|| StoreError::NotFound(format!("the diagnostic task of run `{run_id}`")))
+        })
+    }
+
+    fn update_diagnostic_task(&self, update: &TaskUpdate<'_>, now: i64) -> Result<()> {
+        let report = update.report.map(to_json_text).transpose()?;
+        self.write(|t| {
+            let changed = t.execute(
+                "UPDATE diagnostic_tasks SET status = ?2, graph_version = ?3, thread_id = ?4,
+                     report = COALESCE(?5, report), updated_at = ?6 WHERE id = ?1",
+                params![
+                    update.id,
+                    update.status,
+                    update.graph_version,
+                    update.thread_id,
+                    report,
+                    now
+                ],
+            )?;
+            if changed == 1 {
+                Ok(())
+            } else {
+                Err(StoreError::NotFound(format!(
+                    "diagnostic task `{}`",
+                    update.id
+                )))
+            }
+        })
+    }
+
     fn add_diagnostic_task(&self, new: &NewDiagnosticTask, now: i64) -> Result<DiagnosticTask> {
         let id = match &new.id {
             Some(id) if is_diagnostic_task_id(id) => id.clone(),
@@ -199,8 +297,8 @@ fn exists(c: &Connection, sql: &str, key: &dyn rusqlite::ToSql) -> Result<bool> 
     Ok(c.query_row(sql, [key], |_| Ok(())).optional()?.is_some())
 }
 
-const TASK_COLUMNS: &str =
-    "id, incident_id, owner_id, run_id, status, report, created_at, updated_at";
+const TASK_COLUMNS: &str = "id, incident_id, owner_id, run_id, status, report, created_at, \
+     updated_at, source, graph_version, thread_id";
 
 fn task_from_row(row: &Row<'_>) -> rusqlite::Result<DiagnosticTask> {
     let report: Option<String> = row.get(5)?;
@@ -219,6 +317,9 @@ fn task_from_row(row: &Row<'_>) -> rusqlite::Result<DiagnosticTask> {
         report,
         created_at: row.get(6)?,
         updated_at: row.get(7)?,
+        source: row.get(8)?,
+        graph_version: row.get(9)?,
+        thread_id: row.get(10)?,
     })
 }
 

@@ -290,6 +290,14 @@ const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     CREATE INDEX tool_ledger_run ON tool_ledger(run_id, step);
     "#,
+    // 4: a diagnostic task records where its tools read (a scenario pack folder, or none)
+    // and the graph version and thread that ran it.
+    r#"
+    ALTER TABLE diagnostic_tasks ADD COLUMN source TEXT;
+    ALTER TABLE diagnostic_tasks ADD COLUMN graph_version TEXT;
+    ALTER TABLE diagnostic_tasks ADD COLUMN thread_id TEXT;
+    CREATE INDEX diagnostic_tasks_run ON diagnostic_tasks(run_id);
+    "#,
 ];
 
 /// The schema version this build creates.

@@ -42,7 +42,7 @@ pub use conversations::{
 };
 pub use diagnostics::{
     is_diagnostic_task_id, DiagnosticStatus, DiagnosticTask, DiagnosticTasks, NewDiagnosticTask,
-    MAX_DIAGNOSTIC_TASKS_PER_READ,
+    TaskUpdate, MAX_DIAGNOSTIC_TASKS_PER_READ,
 };
 pub use incidents::{
     is_incident_id, AlertStatus, AlertUpdate, Incident, IncidentStatus, Incidents, NewIncident,

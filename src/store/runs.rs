@@ -93,10 +93,10 @@ pub struct Event {
 pub trait Runs {
     /// The run if `owner` owns it; `NotFound` alike for missing and not owned.
     fn run(&self, owner: i64, id: &str) -> Result<Run>;
-    /// Atomically takes the oldest chat-turn run that is queued, or running under an expired
-    /// lease, and gives `worker` a lease on it until `now + lease_secs`. A conversation's
-    /// turns are answered in order: a run waits while an earlier turn's run has not ended.
-    /// Diagnostic runs are left for the diagnostic graph's driver.
+    /// Atomically takes the oldest run (chat turn or diagnostic) that is queued, or running
+    /// under an expired lease, and gives `worker` a lease on it until `now + lease_secs`. A
+    /// conversation's turns are answered in order: a run waits while an earlier turn's run
+    /// has not ended.
     fn claim_next(&self, worker: &str, now: i64, lease_secs: i64) -> Result<Option<Run>>;
     /// Extends `worker`'s lease; `false` when the lease is lost (another worker claimed the
     /// run, it was reclaimed, or it ended). An expired lease nobody took is still held.
@@ -173,8 +173,7 @@ impl Runs for Store {
             let claimable: Option<String> = t
                 .query_row(
                     "SELECT id FROM runs
-                     WHERE kind = 'chat_turn'
-                       AND (status = 'queued' OR (status = 'running' AND lease_expires_at <= ?1))
+                     WHERE (status = 'queued' OR (status = 'running' AND lease_expires_at <= ?1))
                        AND NOT EXISTS (
                            SELECT 1 FROM runs AS earlier
                            WHERE earlier.conversation_id = runs.conversation_id

@@ -1,0 +1,251 @@
+//! The diagnostic run handler: finds the task a `diagnostic` run works on, opens its data
+//! source (the task's scenario pack, the server's configured one, or none — every tool
+//! then answers "unavailable"), builds or restores the graph state, drives the graph and
+//! stores the report on the task. Runs on a run worker thread.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::driver::{drive, state_from_checkpoint, DriverContext, Models};
+use super::facts::Window;
+use super::faults::FailingSource;
+use super::graph::GraphConfig;
+use super::pack::ScenarioPack;
+use super::playbooks::Playbooks;
+use super::report;
+use super::source::SourceError;
+use super::source::{DiagnosticSource, SourceKind, SourceRecords};
+use super::state::{AlertInfo, DiagnosticState, GRAPH_VERSION};
+use crate::agent::backends::{ChatModel, KnowledgeSearch};
+use crate::runs::{
+    now_secs, DiagnosticHandler, DiagnosticInput, DiagnosticOutcome, TurnSink, TurnStop,
+};
+use crate::store::{
+    DiagnosticStatus, DiagnosticTask, DiagnosticTasks, Incidents, Store, StoreError, TaskUpdate,
+};
+
+/// One model call's time limit.
+pub const MODEL_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(90);
+
+/// How far around an alert's start a task without a scenario looks.
+const DEFAULT_WINDOW_SECS: i64 = 30 * 60;
+
+/// Runs diagnostic tasks.
+pub struct DiagnosticRunner {
+    pub store: Arc<Store>,
+    pub books: Arc<Playbooks>,
+    pub config: GraphConfig,
+    pub models: Models,
+    pub knowledge: Option<Arc<dyn KnowledgeSearch>>,
+    /// The scenario pack tasks without their own source read.
+    pub default_source: Option<PathBuf>,
+    /// Fault injection for `warden eval diagnostics --fault tool_error`.
+    pub failing_tools: bool,
+}
+
+/// A source with nothing connected: every tool answers "unavailable".
+struct NoSource;
+
+impl DiagnosticSource for NoSource {
+    fn records(
+        &self,
+        _source: SourceKind,
+        _start: Option<i64>,
+        _end: Option<i64>,
+    ) -> Result<SourceRecords, SourceError> {
+        Ok(SourceRecords::Unavailable)
+    }
+}
+
+fn stop_from(err: StoreError) -> TurnStop {
+    match err {
+        StoreError::Conflict(_) => TurnStop::Abandoned,
+        other => TurnStop::Failed(format!("the diagnostic task could not be saved: {other}")),
+    }
+}
+
+impl DiagnosticRunner {
+    /// A runner on one chat model (planner and validator alike) with default budgets.
+    pub fn new(
+        store: Arc<Store>,
+        model: Arc<dyn ChatModel>,
+        model_name: &str,
+        knowledge: Option<Arc<dyn KnowledgeSearch>>,
+        books: Arc<Playbooks>,
+        default_source: Option<PathBuf>,
+    ) -> Self {
+        Self {
+            store,
+            books,
+            config: GraphConfig::default(),
+            models: Models {
+                planner: model.clone(),
+                validator: model,
+                name: model_name.to_owned(),
+                call_timeout: MODEL_CALL_TIMEOUT,
+            },
+            knowledge,
+            default_source,
+            failing_tools: false,
+        }
+    }
+
+    fn initial_state(
+        &self,
+        task: &DiagnosticTask,
+        run_id: &str,
+        pack: Option<&ScenarioPack>,
+    ) -> Result<DiagnosticState, TurnStop> {
+        let incident = self
+            .store
+            .incident(&task.incident_id)
+            .map_err(|err| match err {
+                StoreError::NotFound(_) => {
+                    TurnStop::Failed(format!("incident `{}` no longer exists", task.incident_id))
+                }
+                other => stop_from(other),
+            })?;
+        let (alert, window) = match pack {
+            Some(pack) => {
+                let s = &pack.scenario;
+                (
+                    AlertInfo {
+                        name: s.alert.name.clone(),
+                        service: s.alert.service.clone(),
+                        severity: s.alert.severity.clone(),
+                        summary: s.alert.summary.clone(),
+                        labels: s.alert.labels.clone(),
+                    },
+                    Window {
+                        start: s.window.start,
+                        end: s.window.end,
+                    },
+                )
+            }
+            None => {
+                let start = incident.starts_at.unwrap_or(incident.created_at);
+                let summary = incident
+                    .annotations
+                    .get("summary")
+                    .or_else(|| incident.annotations.get("description"))
+                    .cloned()
+                    .unwrap_or_else(|| incident.title.clone());
+                (
+                    AlertInfo {
+                        name: incident
+                            .labels
+                            .get("alertname")
+                            .cloned()
+                            .unwrap_or_else(|| incident.title.clone()),
+                        service: incident.service.clone(),
+                        severity: incident.severity.clone(),
+                        summary,
+                        labels: incident.labels.clone(),
+                    },
+                    Window {
+                        start: start - DEFAULT_WINDOW_SECS,
+                        end: incident
+                            .ends_at
+                            .unwrap_or_else(|| now_secs().max(start + DEFAULT_WINDOW_SECS)),
+                    },
+                )
+            }
+        };
+        let started_ms = now_secs() * 1000;
+        Ok(DiagnosticState::new(
+            &task.id,
+            &task.incident_id,
+            run_id,
+            alert,
+            window,
+            started_ms,
+        ))
+    }
+
+    fn update(
+        &self,
+        task: &DiagnosticTask,
+        status: DiagnosticStatus,
+        report: Option<&serde_json::Value>,
+    ) -> Result<(), TurnStop> {
+        let thread = report::thread_id(&task.id);
+        let update = TaskUpdate {
+            id: &task.id,
+            status,
+            graph_version: GRAPH_VERSION,
+            thread_id: &thread,
+            report,
+        };
+        self.store
+            .update_diagnostic_task(&update, now_secs())
+            .map_err(stop_from)
+    }
+}
+
+impl DiagnosticHandler for DiagnosticRunner {
+    fn handle(
+        &self,
+        input: &DiagnosticInput,
+        sink: &mut dyn TurnSink,
+    ) -> Result<DiagnosticOutcome, TurnStop> {
+        let task = match self.store.diagnostic_task_of_run(&input.run_id) {
+            Ok(task) => task,
+            Err(StoreError::NotFound(_)) => {
+                return Ok(DiagnosticOutcome::Failed(
+                    "the run has no diagnostic task".to_owned(),
+                ))
+            }
+            Err(other) => return Err(stop_from(other)),
+        };
+        let source_dir: Option<PathBuf> = task
+            .source
+            .as_deref()
+            .map(PathBuf::from)
+            .or_else(|| self.default_source.clone());
+        let pack = match source_dir.as_deref().map(ScenarioPack::load).transpose() {
+            Ok(pack) => pack,
+            Err(err) => {
+                self.update(&task, DiagnosticStatus::Failed, None)?;
+                return Ok(DiagnosticOutcome::Failed(format!(
+                    "the diagnostic data source cannot be read: {err}"
+                )));
+            }
+        };
+        let restored = input.checkpoint.as_ref().and_then(state_from_checkpoint);
+        let mut state = match restored {
+            Some(state) if state.task_id == task.id => state,
+            _ => self.initial_state(&task, &input.run_id, pack.as_ref())?,
+        };
+        self.update(&task, DiagnosticStatus::Running, None)?;
+        let pack_source = pack.as_ref().map(ScenarioPack::source);
+        let source: &dyn DiagnosticSource = match (&pack_source, self.failing_tools) {
+            (_, true) => &FailingSource,
+            (Some(source), false) => source,
+            (None, false) => &NoSource,
+        };
+        let context = DriverContext {
+            store: &self.store,
+            books: &self.books,
+            config: &self.config,
+            models: &self.models,
+            knowledge: self.knowledge.as_deref(),
+            source,
+        };
+        match drive(&context, &mut state, sink) {
+            Ok(()) => {}
+            Err(TurnStop::Failed(reason)) => {
+                self.update(&task, DiagnosticStatus::Failed, None)?;
+                return Ok(DiagnosticOutcome::Failed(reason));
+            }
+            Err(stop) => return Err(stop),
+        }
+        let report = report::build(&state);
+        self.update(&task, DiagnosticStatus::Completed, Some(&report))?;
+        Ok(DiagnosticOutcome::Done)
+    }
+}
+
+/// Whether `dir` looks like a scenario pack (has a scenario.json).
+pub fn is_pack(dir: &Path) -> bool {
+    dir.join("scenario.json").is_file()
+}

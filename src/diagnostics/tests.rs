@@ -1,0 +1,198 @@
+//! The graph's edges end to end on the shipped scenario packs with a scripted model double
+//! (it plans every offered check and the validator agrees), scored by the real scorer:
+//! the deciding steps are code, so the shipped playbooks must reach every pack's ground
+//! truth without a clever model. The real model runs in tests/integration/diagnostics.rs.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use super::facts::Window;
+use super::graph::{self, GraphConfig, GraphIo, IoError, ModelFailure};
+use super::pack::ScenarioPack;
+use super::playbooks::Playbooks;
+use super::report;
+use super::score::{read_ground_truth, score_pack, RunFigures};
+use super::source::PackSource;
+use super::state::{AlertInfo, DiagnosticState, Node, NodeRecord};
+use super::tools::{run_tool, ToolOutput};
+use crate::engine::ChatMessage;
+use crate::runs::TurnStop;
+
+/// Plans every offered check in order; adjudicates for the first option; validates.
+struct Scripted {
+    source: PackSource,
+    planner_fails: Option<ModelFailure>,
+    tool_fails: bool,
+    model_calls: u32,
+}
+
+fn enum_of(schema: &Value) -> Vec<Value> {
+    let steps = &schema["properties"]["steps"]["items"]["enum"];
+    let pick = &schema["properties"]["hypothesis"]["enum"];
+    steps
+        .as_array()
+        .or(pick.as_array())
+        .cloned()
+        .unwrap_or_default()
+}
+
+impl GraphIo for Scripted {
+    fn model_json(
+        &mut self,
+        _key: &str,
+        _messages: Vec<ChatMessage>,
+        schema: &Value,
+        _max_tokens: usize,
+    ) -> Result<Value, IoError<ModelFailure>> {
+        self.model_calls += 1;
+        if let Some(failure) = &self.planner_fails {
+            return Err(IoError::Failed(failure.clone()));
+        }
+        let options = enum_of(schema);
+        if schema["properties"].get("steps").is_some() {
+            Ok(json!({ "steps": options }))
+        } else {
+            Ok(json!({ "hypothesis": options.first().cloned().unwrap_or(Value::Null) }))
+        }
+    }
+
+    fn validator_json(
+        &mut self,
+        _key: &str,
+        _messages: Vec<ChatMessage>,
+        _schema: &Value,
+        _max_tokens: usize,
+    ) -> Result<Value, IoError<ModelFailure>> {
+        Ok(json!({ "verdict": "consistent", "reason": "the chain matches the evidence" }))
+    }
+
+    fn tool(
+        &mut self,
+        _step: &str,
+        tool: &str,
+        args: &Value,
+    ) -> Result<ToolOutput, IoError<String>> {
+        if self.tool_fails {
+            return Err(IoError::Failed("connection refused".into()));
+        }
+        run_tool(&self.source, tool, args).map_err(|err| IoError::Failed(err.to_string()))
+    }
+
+    fn knowledge(
+        &mut self,
+        _key: &str,
+        _query: &str,
+    ) -> Result<Vec<super::state::KnowledgeRef>, TurnStop> {
+        Ok(Vec::new())
+    }
+
+    fn model_name(&self) -> String {
+        "scripted".to_owned()
+    }
+}
+
+fn packs() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/diagnostics/packs");
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
+        .expect("the shipped packs")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.join("scenario.json").is_file())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+fn books() -> Playbooks {
+    Playbooks::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("kb/playbooks")).expect("playbooks")
+}
+
+fn run(
+    dir: &Path,
+    io_planner_fails: Option<ModelFailure>,
+    tool_fails: bool,
+) -> (DiagnosticState, Value) {
+    let pack = ScenarioPack::load(dir).expect("pack loads");
+    let s = &pack.scenario;
+    let alert = AlertInfo {
+        name: s.alert.name.clone(),
+        service: s.alert.service.clone(),
+        severity: s.alert.severity.clone(),
+        summary: s.alert.summary.clone(),
+        labels: s.alert.labels.clone(),
+    };
+    let window = Window {
+        start: s.window.start,
+        end: s.window.end,
+    };
+    let mut state = DiagnosticState::new("diagnostic_t", "incident_t", "run_t", alert, window, 0);
+    let mut io = Scripted {
+        source: pack.source(),
+        planner_fails: io_planner_fails,
+        tool_fails,
+        model_calls: 0,
+    };
+    let books = books();
+    let config = GraphConfig::default();
+    let mut guard = 0;
+    while state.next != Node::Done {
+        guard += 1;
+        assert!(guard < 500, "the graph does not end");
+        let node = state.next;
+        let iteration = state.iteration_of(node);
+        let (next, _) = graph::step(node, &mut state, &mut io, &books, &config, "key", 0)
+            .unwrap_or_else(|_| panic!("stopped at {node:?}"));
+        state.nodes.push(NodeRecord {
+            node,
+            iteration,
+            execution_key: String::new(),
+        });
+        state.next = next;
+    }
+    let report = report::build(&state);
+    (state, report)
+}
+
+#[test]
+fn the_shipped_playbooks_reach_every_shipped_packs_ground_truth() {
+    let mut failures = Vec::new();
+    for dir in packs() {
+        let (state, report) = run(&dir, None, false);
+        let truth = read_ground_truth(&dir).expect("truth");
+        let name = dir.file_name().unwrap().to_string_lossy().to_string();
+        let score = score_pack(
+            &name,
+            "diagnostic_t",
+            &truth,
+            &report,
+            None,
+            RunFigures { seconds: 0.0 },
+        );
+        if score.score < 100.0 || score.safety_violations > 0 {
+            failures.push(format!(
+                "{name}: {} — {:?}; gate {:?}; manual {:?}; plan {}; verdict {} root {} hyps {}",
+                score.score,
+                score.problems,
+                state.gate,
+                state.manual_review_reason,
+                state
+                    .plan
+                    .iter()
+                    .map(|s| format!("{}:{:?}", s.test, s.status))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                report["verdict"],
+                report["rootCause"],
+                report["hypotheses"]
+                    .as_array()
+                    .map(|hs| hs
+                        .iter()
+                        .map(|h| format!("{}={}", h["id"], h["disposition"]))
+                        .collect::<Vec<_>>()
+                        .join(" "))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+}
