@@ -55,6 +55,10 @@ pub enum EvalCommand {
         #[command(flatten)]
         models: ModelFlags,
     },
+    /// The incident diagnostic graph on scenario packs (see README "Scenario packs"): root
+    /// cause, trigger, evidence, recovery mode and safety per pack, 0–100 scores. Exit 1 on
+    /// any safety violation.
+    Diagnostics(super::eval_diagnostics::EvalDiagnosticsArgs),
 }
 
 /// For BM25-only runs: vectors are never searched, so documents are not embedded.
@@ -75,6 +79,10 @@ impl Embedder for UnusedVectors {
 }
 
 pub fn run(command: EvalCommand) -> anyhow::Result<ExitCode> {
+    let command = match command {
+        EvalCommand::Diagnostics(args) => return super::eval_diagnostics::run(args),
+        other => other,
+    };
     if let EvalCommand::Conversations {
         file,
         limit,

@@ -1,13 +1,15 @@
 //! The command line: `serve`, `ask`, `models`, `bench`, `kb`, `eval`, `user`, `token`,
-//! `incident`, `audit`, `doctor`, `backup`. Parses flags with clap, turns them
+//! `incident`, `diagnose`, `audit`, `doctor`, `backup`. Parses flags with clap, turns them
 //! into validated configuration, and runs the command.
 
 mod accounts;
 mod ask;
 mod bench;
 mod bench_serve;
+mod diagnose;
 mod eval;
 mod eval_conversations;
+mod eval_diagnostics;
 mod incidents;
 mod kb;
 mod maintenance;
@@ -68,6 +70,8 @@ enum Command {
         #[command(subcommand)]
         command: accounts::TokenCommand,
     },
+    /// Diagnose an incident or a scenario pack with the diagnostic graph; prints the report.
+    Diagnose(diagnose::DiagnoseArgs),
     /// Incidents: open one by hand, list them.
     Incident {
         #[command(subcommand)]
@@ -105,6 +109,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::User { command } => accounts::run_user(command),
         Command::Token { command } => accounts::run_token(command),
         Command::Incident { command } => incidents::run(command),
+        Command::Diagnose(args) => diagnose::run(args),
         Command::Audit { command } => maintenance::run_audit(command),
         Command::Doctor(args) => maintenance::run_doctor(args),
         Command::Backup(args) => maintenance::run_backup(args),

@@ -73,7 +73,22 @@ pub fn build(state: &DiagnosticState) -> Value {
         .as_ref()
         .map(|p| p.recovery_mode)
         .unwrap_or(RecoveryMode::ManualReview);
+    let validator_status = if state.validation.llm.status == "skipped" {
+        state.validation.deterministic.status.clone()
+    } else {
+        state.validation.llm.status.clone()
+    };
+    let root = state.root_cause.as_ref();
     json!({
+        // The safety fields every reader checks first (chat cards, the UI): flat.
+        "component": root.map(|r| r.component.clone()),
+        "mechanism": root.map(|r| r.mechanism.clone()),
+        "recoveryMode": mode.as_str(),
+        "executionPermitted": state.policy.as_ref().is_some_and(|p| p.execution_permitted),
+        "humanApprovalRequired": true,
+        "validatorStatus": validator_status,
+        "validationOrigin": state.validation.validation_origin,
+        "evidenceIds": root.map(|r| r.evidence_ids.clone()).unwrap_or_default(),
         "taskId": state.task_id,
         "incidentId": state.incident_id,
         "graphVersion": GRAPH_VERSION,

@@ -3,7 +3,7 @@
 //! then answers "unavailable"), builds or restores the graph state, drives the graph and
 //! stores the report on the task. Runs on a run worker thread.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::driver::{drive, state_from_checkpoint, DriverContext, Models};
@@ -243,9 +243,4 @@ impl DiagnosticHandler for DiagnosticRunner {
         self.update(&task, DiagnosticStatus::Completed, Some(&report))?;
         Ok(DiagnosticOutcome::Done)
     }
-}
-
-/// Whether `dir` looks like a scenario pack (has a scenario.json).
-pub fn is_pack(dir: &Path) -> bool {
-    dir.join("scenario.json").is_file()
 }

@@ -672,12 +672,22 @@ fn safety_problems(view: &ReportView) -> Vec<String> {
 }
 
 /// Why the report did not fail closed under `fault`, beyond a permitted execution (which
-/// the safety problems already name).
+/// the safety problems already name). A run that never reached the faulted part cannot
+/// record its class: under `validator_down`, a report that concluded insufficient evidence
+/// without asking the validator (status `skipped`) and without any failure is closed too.
 fn fail_closed_problems(fault: Fault, view: &ReportView) -> Vec<String> {
     let mut problems = Vec::new();
     let mode = RecoveryMode::ManualReview.as_str();
     if view.text("/recovery/mode") != Some(mode) {
         problems.push(format!("under fault {fault}: recovery mode is not {mode}"));
+    }
+    let failures = view.list("failures");
+    let never_reached = fault == Fault::ValidatorDown
+        && view.text("/validation/llm/status") == Some("skipped")
+        && view.text("/verdict") == Some("insufficient_evidence")
+        && failures.is_some_and(|f| f.is_empty());
+    if never_reached {
+        return problems;
     }
     let origin = "deterministic_grounded_fallback";
     if view.text("/validation/validationOrigin") != Some(origin) {
@@ -685,7 +695,7 @@ fn fail_closed_problems(fault: Fault, view: &ReportView) -> Vec<String> {
             "under fault {fault}: validation origin is not {origin}"
         ));
     }
-    let recorded = view.list("failures").is_some_and(|failures| {
+    let recorded = failures.is_some_and(|failures| {
         failures
             .iter()
             .any(|failure| failure.get("class").and_then(Value::as_str) == Some(fault.as_str()))

@@ -53,13 +53,17 @@ pub enum Permission {
     ManageKnowledge,
     /// Read the audit log.
     ReadAudit,
+    /// Start a diagnostic task on an incident.
+    Diagnose,
 }
 
 impl Permission {
     pub fn allowed_for(self, role: Role) -> bool {
         match self {
             Permission::Chat | Permission::ReadKnowledge => true,
-            Permission::SyncKnowledge => matches!(role, Role::Admin | Role::Operator),
+            Permission::SyncKnowledge | Permission::Diagnose => {
+                matches!(role, Role::Admin | Role::Operator)
+            }
             Permission::ManageKnowledge | Permission::ReadAudit => role == Role::Admin,
         }
     }

@@ -24,7 +24,7 @@ use super::{blocking, AppState};
 use crate::runs::now_secs;
 use crate::store::{
     secret_hash, secret_matches_hash, AlertStatus, AlertUpdate, Audit, AuditEntry, AuditOutcome,
-    DiagnosticTasks, IncidentStatus, Incidents, MAX_INCIDENTS_PER_READ,
+    IncidentStatus, Incidents, MAX_INCIDENTS_PER_READ,
 };
 use crate::timefmt::parse_rfc3339;
 
@@ -81,7 +81,6 @@ pub(super) fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/incidents", get(list))
         .route("/api/incidents/{id}", get(read))
-        .route("/api/diagnostics/{id}", get(read_diagnostic))
 }
 
 /// Alertmanager's webhook body (version 4); fields Warden does not use are ignored.
@@ -287,27 +286,6 @@ async fn read(
     let store = state.store.clone();
     let incident = blocking(move || Ok(store.incident(&id)?)).await?;
     Ok(Json(incident).into_response())
-}
-
-async fn read_diagnostic(
-    State(state): State<AppState>,
-    caller: Caller,
-    ApiPath(id): ApiPath<String>,
-) -> Result<Response, ApiError> {
-    caller.require(Permission::Chat)?;
-    let store = state.store.clone();
-    let owner = caller.user.id;
-    let task = blocking(move || Ok(store.diagnostic_task(owner, &id)?)).await?;
-    Ok(Json(json!({
-        "id": task.id,
-        "incident_id": task.incident_id,
-        "run_id": task.run_id,
-        "status": task.status,
-        "report": task.report,
-        "created_at": task.created_at,
-        "updated_at": task.updated_at,
-    }))
-    .into_response())
 }
 
 /// Appends an audit row with optional JSON detail; a failure to write is logged.

@@ -10,6 +10,7 @@ mod assets;
 mod audit;
 mod auth;
 mod conversations;
+mod diagnostics;
 mod error;
 mod health;
 mod incidents;
@@ -96,6 +97,7 @@ pub fn router(state: AppState) -> Router {
         .merge(runs::routes())
         .merge(audit::routes())
         .merge(incidents::routes())
+        .merge(diagnostics::routes())
         .merge(actions::routes())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),

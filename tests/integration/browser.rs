@@ -2,7 +2,8 @@
 //! both installed by `tests/run`) against the real server and model: sign in, stream an
 //! answer, reload mid-stream, hostile Markdown stays inert, the run timeline, the Chinese
 //! UI. Screenshots are kept in `target/test-artifacts/browser/`. Against the in-memory mock
-//! server: the UI's edge cases and the chat agent's events (cards, citations, confirmations).
+//! server: the UI's edge cases, the chat agent's events (cards, citations, confirmations) and
+//! the Diagnostics view (live node progress, the report, viewers, hostile evidence).
 //! Also runs the Markdown renderer's unit tests under Node.
 
 use std::process::Command;
@@ -90,6 +91,34 @@ fn chat_ui_agent_events_against_the_mock_server() {
         .expect("cannot run node");
     let report = node_output_report(&output);
     assert!(output.status.success(), "agent UI tests failed:\n{report}");
+    assert!(
+        report.contains("# pass ") && report.contains("# fail 0") && report.contains("# skipped 0"),
+        "{report}"
+    );
+}
+
+/// The Diagnostics view against the mock's diagnostic scenarios: starting a task on an
+/// incident, its live node progress (a reload mid-run and dropped streams draw each step
+/// once), the report (verdict, root cause, causal chain with the evidence behind each link,
+/// hypotheses and the evidence that moved them, recovery proposal, policy decision), a
+/// fail-closed report, viewers and refused (403) starts, hostile evidence staying inert,
+/// 中文 labels and the dark narrow layout.
+#[test]
+fn diagnostics_ui_against_the_mock_server() {
+    let output = Command::new("node")
+        .arg("tests/browser/diagnostics.test.mjs")
+        .current_dir(repo())
+        .env(
+            "WARDEN_ARTIFACTS",
+            repo().join("target/test-artifacts/browser"),
+        )
+        .output()
+        .expect("cannot run node");
+    let report = node_output_report(&output);
+    assert!(
+        output.status.success(),
+        "diagnostics UI tests failed:\n{report}"
+    );
     assert!(
         report.contains("# pass ") && report.contains("# fail 0") && report.contains("# skipped 0"),
         "{report}"

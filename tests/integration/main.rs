@@ -8,6 +8,7 @@ mod authorization;
 mod bad_model_files;
 mod browser;
 mod cli;
+mod diagnostics;
 mod incidents;
 mod kb;
 mod openai_client;

@@ -306,10 +306,9 @@ fn a_cancelled_run_ends_cancelled_without_an_answer_and_frees_the_model() {
 }
 
 /// Asserts that the run's event stream carries a `: keep-alive` comment within `limit`.
-pub fn assert_heartbeat_within(server: &Server, run_id: &str, limit: Duration) {
+pub fn assert_heartbeat_within(request: ureq::Request, limit: Duration) {
     use std::io::BufRead;
-    let response = server
-        .get(&format!("/api/runs/{run_id}/events"))
+    let response = request
         .timeout(limit + Duration::from_secs(5))
         .call()
         .expect("events stream");

@@ -1,0 +1,310 @@
+//! `warden diagnose`: runs one diagnostic task to its end on the default models — on a
+//! scenario pack (`--scenario DIR`, in a throwaway data folder unless `--data` is given) or
+//! on an incident already in a data folder (`--incident ID`, reading `--source` or no
+//! source) — printing the graph's progress, then the report. Also the session that
+//! `warden eval diagnostics` runs its packs in.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde_json::Value;
+
+use crate::agent::backends::{ChatModel, EngineChatModel, KnowledgeSearch, LibrarySearch};
+use crate::agent::{Agent, AgentConfig};
+use crate::config::{ModelFlags, Needs};
+use crate::diagnostics::faults::{Fault, FaultyModel};
+use crate::diagnostics::pack::ScenarioPack;
+use crate::diagnostics::{DiagnosticRunner, Playbooks, GRAPH_VERSION};
+use crate::engine::Engine;
+use crate::retrieval::RetrievalConfig;
+use crate::runs::{now_secs, EventBus, RunConfig, RunWorkers};
+use crate::store::{
+    Accounts, DiagnosticStatus, DiagnosticTask, DiagnosticTasks, IncidentStatus, Incidents,
+    NewIncident, Role, Runs, Store, MAX_EVENTS_PER_READ,
+};
+
+/// The longest one task may take before the command gives up on it.
+const TASK_TIMEOUT: Duration = Duration::from_secs(900);
+/// A model call's limit under the `model_timeout` fault (the model never answers).
+const FAULT_CALL_TIMEOUT: Duration = Duration::from_secs(2);
+
+#[derive(Debug, clap::Args)]
+pub struct DiagnoseArgs {
+    /// A scenario pack folder: its alert becomes an incident and its sources are read.
+    #[arg(long, conflicts_with = "incident")]
+    scenario: Option<PathBuf>,
+    /// An incident in the data folder (needs --data).
+    #[arg(long, requires = "data")]
+    incident: Option<String>,
+    /// With --incident: a scenario pack whose sources the tools read (none: unavailable).
+    #[arg(long)]
+    source: Option<PathBuf>,
+    /// The data folder (not while a server uses it); a throwaway one when unset.
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Playbooks folder.
+    #[arg(long, default_value = "kb/playbooks")]
+    playbooks: PathBuf,
+    /// Sample knowledge base searched for guidance (with a throwaway data folder).
+    #[arg(long, default_value = "kb")]
+    sample_kb: PathBuf,
+    /// Print the whole report as JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    models: ModelFlags,
+}
+
+/// A store, the models and the run workers that execute diagnostic runs.
+pub struct Session {
+    pub store: Arc<Store>,
+    pub owner: i64,
+    workers: RunWorkers,
+    _data: Option<tempfile::TempDir>,
+}
+
+/// How a session is set up.
+pub struct SessionOptions<'a> {
+    pub data: Option<&'a Path>,
+    pub playbooks: &'a Path,
+    pub sample_kb: Option<&'a Path>,
+    pub fault: Option<Fault>,
+}
+
+impl Session {
+    pub fn start(engine: &Engine, options: &SessionOptions<'_>) -> anyhow::Result<Self> {
+        let chat = engine
+            .chat_model(None)
+            .context("no chat model loaded")?
+            .clone();
+        let embedder = engine
+            .embed_model(None)
+            .context("no embedding model loaded")?
+            .clone();
+        let temp = match options.data {
+            Some(_) => None,
+            None => Some(tempfile::tempdir()?),
+        };
+        let data_dir = options
+            .data
+            .map(Path::to_path_buf)
+            .or_else(|| temp.as_ref().map(|t| t.path().to_path_buf()))
+            .context("no data folder")?;
+        crate::knowledge::ensure_data_dir(&data_dir)
+            .with_context(|| format!("cannot create {}", data_dir.display()))?;
+        let (store, library) =
+            crate::knowledge::open_library(&data_dir, embedder, RetrievalConfig::default())?;
+        if let (Some(kb), true) = (options.sample_kb, temp.is_some()) {
+            library
+                .add("sample", kb)
+                .with_context(|| format!("cannot add {}", kb.display()))?;
+            library.sync("sample", &mut |_| {}, &AtomicBool::new(false))?;
+        }
+        let library = Arc::new(library);
+        let knowledge: Arc<dyn KnowledgeSearch> = Arc::new(LibrarySearch(library));
+        let books = Playbooks::load(options.playbooks).with_context(|| {
+            format!(
+                "cannot load the playbooks in {}",
+                options.playbooks.display()
+            )
+        })?;
+        let real: Arc<dyn ChatModel> = Arc::new(EngineChatModel(chat.clone()));
+        let faulty = |fault| -> Arc<dyn ChatModel> {
+            Arc::new(FaultyModel {
+                fault,
+                context_length: real.context_length(),
+            })
+        };
+        let mut runner = DiagnosticRunner::new(
+            store.clone(),
+            real.clone(),
+            &chat.info().id,
+            Some(knowledge.clone()),
+            Arc::new(books),
+            None,
+        );
+        match options.fault {
+            Some(Fault::ModelTimeout) => {
+                runner.models.planner = faulty(Fault::ModelTimeout);
+                runner.models.validator = faulty(Fault::ModelTimeout);
+                runner.models.call_timeout = FAULT_CALL_TIMEOUT;
+            }
+            Some(Fault::BadJson) => {
+                runner.models.planner = faulty(Fault::BadJson);
+                runner.models.validator = faulty(Fault::BadJson);
+            }
+            Some(Fault::ValidatorDown) => runner.models.validator = faulty(Fault::ValidatorDown),
+            Some(Fault::ToolError) => runner.failing_tools = true,
+            None => {}
+        }
+        let agent = Agent::new(store.clone(), real, Some(knowledge), AgentConfig::default());
+        let (workers, _) = RunWorkers::start(
+            store.clone(),
+            Arc::new(agent),
+            Arc::new(runner),
+            EventBus::default(),
+            RunConfig {
+                workers: 1,
+                ..RunConfig::default()
+            },
+        )?;
+        let owner = match store.user_by_name("diagnostician") {
+            Ok(user) => user.id,
+            Err(_) => {
+                let password = crate::store::secret_hash(&format!("{:?}", Instant::now()));
+                store
+                    .create_user("diagnostician", Role::Operator, &password, now_secs())?
+                    .id
+            }
+        };
+        Ok(Self {
+            store,
+            owner,
+            workers,
+            _data: temp,
+        })
+    }
+
+    /// The pack's alert as a new incident.
+    pub fn incident_for(&self, pack: &ScenarioPack) -> anyhow::Result<String> {
+        let alert = &pack.scenario.alert;
+        let incident = self.store.add_incident(
+            &NewIncident {
+                id: None,
+                title: format!("{}: {}", alert.name, alert.summary),
+                service: alert.service.clone(),
+                severity: alert.severity.clone(),
+                status: IncidentStatus::Open,
+            },
+            now_secs(),
+        )?;
+        Ok(incident.id)
+    }
+
+    /// Starts a task and waits for its end; `progress` sees each public node event.
+    pub fn diagnose(
+        &self,
+        incident_id: &str,
+        source: Option<&Path>,
+        progress: &mut dyn FnMut(&Value),
+    ) -> anyhow::Result<DiagnosticTask> {
+        let source = source
+            .map(|p| std::fs::canonicalize(p).with_context(|| format!("{}", p.display())))
+            .transpose()?;
+        let source_text = source.as_ref().map(|p| p.display().to_string());
+        let task = self.store.start_diagnostic_task(
+            self.owner,
+            incident_id,
+            source_text.as_deref(),
+            GRAPH_VERSION,
+            now_secs(),
+        )?;
+        self.workers.wake();
+        let run_id = task.run_id.clone().context("the task has no run")?;
+        let started = Instant::now();
+        let mut after = 0;
+        loop {
+            for event in self
+                .store
+                .events_after(self.owner, &run_id, after, MAX_EVENTS_PER_READ)?
+            {
+                after = event.seq;
+                if event.event_type == "diagnostic.node" {
+                    if let Ok(data) = serde_json::from_str::<Value>(&event.data) {
+                        progress(&data);
+                    }
+                }
+            }
+            let current = self.store.diagnostic_task(self.owner, &task.id)?;
+            let run = self.store.run(self.owner, &run_id)?;
+            if run.status.is_terminal()
+                && matches!(
+                    current.status,
+                    DiagnosticStatus::Completed | DiagnosticStatus::Failed
+                )
+            {
+                if current.status == DiagnosticStatus::Failed {
+                    anyhow::bail!(
+                        "the diagnostic failed: {}",
+                        run.failure_reason.unwrap_or_default()
+                    );
+                }
+                return Ok(current);
+            }
+            if run.status.is_terminal() && started.elapsed() > Duration::from_secs(5) {
+                anyhow::bail!("the diagnostic run ended {:?} without a report", run.status);
+            }
+            if started.elapsed() > TASK_TIMEOUT {
+                anyhow::bail!("the diagnostic did not finish in {TASK_TIMEOUT:?}");
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.workers.stop();
+    }
+}
+
+pub fn run(args: DiagnoseArgs) -> anyhow::Result<ExitCode> {
+    if args.scenario.is_none() && args.incident.is_none() {
+        anyhow::bail!("say what to diagnose: --scenario DIR or --incident ID (with --data)");
+    }
+    let pack = args
+        .scenario
+        .as_deref()
+        .map(ScenarioPack::load)
+        .transpose()
+        .map_err(|err| anyhow::anyhow!("{err}"))?;
+    let engine = super::load_engine(&args.models, Needs::Both)?;
+    let session = Session::start(
+        &engine,
+        &SessionOptions {
+            data: args.data.as_deref(),
+            playbooks: &args.playbooks,
+            sample_kb: Some(&args.sample_kb),
+            fault: None,
+        },
+    )?;
+    let (incident, source) = match (&pack, &args.incident) {
+        (Some(pack), _) => (session.incident_for(pack)?, Some(pack.dir().to_path_buf())),
+        (None, Some(id)) => {
+            session
+                .store
+                .incident(id)
+                .with_context(|| format!("no incident `{id}` in the data folder"))?;
+            (id.clone(), args.source.clone())
+        }
+        (None, None) => unreachable_args()?,
+    };
+    let task = session.diagnose(&incident, source.as_deref(), &mut |node| {
+        eprintln!(
+            "{:<24} {}",
+            node["node"].as_str().unwrap_or(""),
+            node["summary"].as_str().unwrap_or("")
+        );
+    })?;
+    let report = task.report.unwrap_or(Value::Null);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!("{}", report["summary"].as_str().unwrap_or(""));
+        println!(
+            "task {} · recovery {} · execution permitted: {}",
+            task.id,
+            report["recoveryMode"].as_str().unwrap_or("manual_review"),
+            report["executionPermitted"]
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn unreachable_args() -> anyhow::Result<(String, Option<PathBuf>)> {
+    anyhow::bail!("say what to diagnose: --scenario DIR or --incident ID (with --data)")
+}
