@@ -140,6 +140,28 @@ export async function decideAction(id, decision, parametersHash) {
   return data?.action ?? data;
 }
 
+/** Incidents, newest first: [{id, title, service, severity, status, …}]. */
+export async function listIncidents() {
+  const data = await request('GET', '/api/incidents');
+  return Array.isArray(data?.incidents) ? data.incidents : [];
+}
+
+/** The caller's diagnostic tasks, newest first (without their reports). */
+export async function listDiagnostics() {
+  const data = await request('GET', '/api/diagnostics');
+  return Array.isArray(data?.tasks) ? data.tasks : [];
+}
+
+/** One diagnostic task with its `report` (null until the task completed). */
+export function getDiagnostic(id) {
+  return request('GET', `/api/diagnostics/${encodeURIComponent(id)}`);
+}
+
+/** Starts diagnosing an incident; resolves to {diagnostic_task_id, run_id, status, events}. */
+export function startDiagnostic(incidentId) {
+  return request('POST', '/api/diagnostics', { body: { incident_id: incidentId } });
+}
+
 /** A random (version 4) UUID; crypto.randomUUID is missing outside secure contexts. */
 export function randomUuid() {
   if (typeof crypto.randomUUID === 'function' && globalThis.isSecureContext) return crypto.randomUUID();

@@ -1,21 +1,24 @@
 // The entry point of Warden's web UI. It owns start-up, which screen is shown (first
 // administrator, sign-in, or the signed-in shell), the top bar (user, language, sign-out),
-// and hash routing: `#/c/<id>` opens a conversation, anything else the new-chat state.
+// and hash routing: `#/c/<id>` opens a conversation, `#/diagnostics` the diagnostic tasks and
+// `#/diagnostics/<id>` one of them, anything else the new-chat state.
 
 import * as api from './api.js';
 import { bootstrapScreen, loginScreen } from './auth.js';
 import { createChatView } from './chat.js';
+import { createDiagnosticsView } from './diagnostics.js';
 import { h } from './dom.js';
 import { bindAttr, bindText, language, setLanguage, t } from './i18n.js';
 import { createSidebar } from './sidebar.js';
 
 const root = document.getElementById('app');
 const CONVERSATION_ROUTE = /^#\/c\/([^/?#]+)$/;
+const DIAGNOSTICS_ROUTE = /^#\/diagnostics(?:\/([^/?#]+))?$/;
 const BOOTSTRAP_ROUTE = /^#bootstrap=([^&]+)/;
 /** Widths at or below this show the conversation list as an overlay (keep in sync with style.css). */
 const NARROW_LAYOUT = window.matchMedia('(max-width: 760px)');
 
-/** The signed-in state: {user, sidebar, chat, shell}, or null while signed out. */
+/** The signed-in state: {user, sidebar, chat, diagnostics, shell}, or null while signed out. */
 let session = null;
 
 start().catch((error) => {
@@ -78,11 +81,12 @@ function signIn(user) {
   endSession();
   const sidebar = createSidebar({ onNewChat: startNewChat, onNavigate: () => setMenuOpen(false) });
   const chat = createChatView({ onActivity: () => sidebar.refresh() });
+  const diagnostics = createDiagnosticsView({ user });
   const backdrop = h('div', { className: 'sidebar-backdrop', on: { click: () => setMenuOpen(false) } });
   const shell = h('div', { className: 'shell' },
     topBar(user),
-    h('div', { className: 'layout' }, sidebar.element, backdrop, chat.element));
-  session = { user, sidebar, chat, shell };
+    h('div', { className: 'layout' }, sidebar.element, backdrop, chat.element, diagnostics.element));
+  session = { user, sidebar, chat, diagnostics, shell };
   root.replaceChildren(shell);
   sidebar.refresh();
   route();
@@ -96,6 +100,7 @@ function signOut(noticeKey = null) {
 
 function endSession() {
   session?.chat.dispose();
+  session?.diagnostics.dispose();
   session = null;
 }
 
@@ -104,11 +109,28 @@ function route() {
   if (bootstrapToken() !== null) {
     clearHash(); // Already signed in: the setup link has nothing left to do.
   }
-  const match = CONVERSATION_ROUTE.exec(window.location.hash);
-  const id = match ? decodeURIComponent(match[1]) : null;
-  session.sidebar.setActive(id);
   setMenuOpen(false);
+  const diagnostics = DIAGNOSTICS_ROUTE.exec(window.location.hash);
+  session.sidebar.setDiagnosticsActive(diagnostics !== null);
+  session.chat.element.hidden = diagnostics !== null;
+  if (diagnostics) {
+    session.sidebar.setActive(null);
+    session.diagnostics.show(diagnostics[1] === undefined ? null : routeId(diagnostics[1]));
+    return;
+  }
+  session.diagnostics.hide();
+  const match = CONVERSATION_ROUTE.exec(window.location.hash);
+  const id = match ? routeId(match[1]) : null;
+  session.sidebar.setActive(id);
   if (session.chat.conversationId !== id || id === null) session.chat.show(id);
+}
+
+function routeId(part) {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    return part;
+  }
 }
 
 function startNewChat() {

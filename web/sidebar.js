@@ -1,19 +1,23 @@
-// The conversation list on the left: a "New chat" button and the user's conversations,
-// newest first, each a link to its `#/c/<id>` route. It owns fetching and drawing that list
-// and marking the open conversation; routing itself belongs to app.js.
+// The navigation on the left: a "New chat" button, the link to the Diagnostics view
+// (`#/diagnostics`), and the user's conversations, newest first, each a link to its `#/c/<id>`
+// route. It owns fetching and drawing that list and marking what is open; routing itself
+// belongs to app.js.
 
 import * as api from './api.js';
 import { h } from './dom.js';
 import { bindText, bindTime } from './i18n.js';
 
 /**
- * Creates the sidebar. `onNavigate` is told when a conversation link is followed (even the
- * open one, which changes no route). Returns {element, refresh(), setActive(id)}.
+ * Creates the sidebar. `onNavigate` is told when a link is followed (even to what is open,
+ * which changes no route). Returns {element, refresh(), setActive(id), setDiagnosticsActive(on)}.
  */
 export function createSidebar({ onNewChat, onNavigate = () => {} }) {
   const newChat = h('button', { type: 'button', className: 'button button-primary new-chat', testid: 'new-chat', on: { click: onNewChat } },
     h('span', { className: 'new-chat-plus', text: '+', attrs: { 'aria-hidden': 'true' } }),
     bindText(h('span'), 'nav.new_chat'));
+  const diagnostics = h('a', { className: 'section-link', href: '#/diagnostics', testid: 'nav-diagnostics', on: { click: () => onNavigate() } },
+    h('span', { className: 'section-link-icon', attrs: { 'aria-hidden': 'true' } }),
+    bindText(h('span'), 'nav.diagnostics'));
   const heading = bindText(h('h2', { className: 'sidebar-heading', id: 'sidebar-heading' }), 'nav.heading');
   const list = h('ul', { className: 'conversation-list' });
   list.addEventListener('click', (event) => {
@@ -22,6 +26,7 @@ export function createSidebar({ onNewChat, onNavigate = () => {} }) {
   const status = h('p', { className: 'sidebar-status', hidden: true });
   const element = h('aside', { className: 'sidebar', id: 'sidebar' },
     newChat,
+    h('nav', { className: 'section-nav' }, diagnostics),
     h('nav', { className: 'sidebar-nav', attrs: { 'aria-labelledby': 'sidebar-heading' } }, heading, list, status));
   let activeId = null;
   let generation = 0;
@@ -58,7 +63,12 @@ export function createSidebar({ onNewChat, onNavigate = () => {} }) {
     markActive();
   };
 
-  return { element, refresh, setActive };
+  const setDiagnosticsActive = (on) => {
+    if (on) diagnostics.setAttribute('aria-current', 'page');
+    else diagnostics.removeAttribute('aria-current');
+  };
+
+  return { element, refresh, setActive, setDiagnosticsActive };
 }
 
 function conversationItem(conversation) {

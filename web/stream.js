@@ -11,7 +11,8 @@ export const TERMINAL_EVENTS = new Set(['run.completed', 'run.failed', 'run.canc
 /** The closed set of public run event types (an EventSource only reports named types it is asked for). */
 export const RUN_EVENT_TYPES = [
   'run.started', 'run.resumed', 'route.decided', 'tool.started', 'tool.completed', 'citation', 'card',
-  'confirmation.required', 'clarification.needed', 'run.degraded', 'message.delta', ...TERMINAL_EVENTS,
+  'confirmation.required', 'clarification.needed', 'run.degraded', 'message.delta', 'diagnostic.node',
+  ...TERMINAL_EVENTS,
 ];
 /** How many finished runs replay at once; browsers allow about six connections per host. */
 const REPLAY_CONCURRENCY = 2;

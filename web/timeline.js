@@ -167,6 +167,8 @@ function describe(row) {
       return ['timeline.confirmation', { kind: text(data.kind), target: text(data.target) }];
     case 'clarification.needed':
       return ['timeline.plain', { text: text(data.question) }];
+    case 'diagnostic.node':
+      return ['timeline.diagnostic_node', { node: text(data.node), iteration: text(data.iteration), summary: text(data.summary) }];
     default:
       return null;
   }

@@ -16,13 +16,17 @@
 // or stream slowly. Agent scenarios (see SCENARIOS): [[kb]] cites two passages, [[incident]],
 // [[incidents]], [[report]] and [[missing]] show cards, [[diagnose]] and [[recover]] propose
 // actions to confirm, [[clarify]] asks a question, [[degraded]] adds a run.degraded notice,
-// and [[xss]] puts HTML into citation and card fields.
+// and [[xss]] puts HTML into citation and card fields. Diagnostics: `GET /api/incidents`,
+// `GET|POST /api/diagnostics` and `GET /api/diagnostics/{id}`; a task's run streams the graph's
+// public steps (the scenarios of mock-diagnostics.mjs, one per incident) `diagnosticStepMs`
+// apart, and the operator otto / operator-horse may start them as admins do.
 
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import { extname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { diagnosticScenario, mockIncidents } from './mock-diagnostics.mjs';
 
 export const CONTENT_SECURITY_POLICY = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'";
 
@@ -50,6 +54,8 @@ const SCENARIO_STEP_MS = 80;
 const SLOW_SCENARIO_STEP_MS = 700;
 const ACTION_LIFETIME_SECONDS = 600;
 const HOSTILE_HTML = '<img src=x onerror="window.__xss=1">';
+const DIAGNOSTIC_STEP_MS = 120;
+const INCIDENT_ID = /^incident_[A-Za-z0-9][A-Za-z0-9-]{0,63}$/;
 
 /** Starts the mock; resolves to {url, port, close(), state}. */
 export async function startMockServer({ port = 0, host = '127.0.0.1', bootstrap = false, chaos = false, user, password } = {}) {
@@ -91,6 +97,10 @@ function newState({ bootstrap, user, password }) {
     actionDelayMs: 0,
     /** Every decision request: {actionId, decision, key, status}. */
     decisions: [],
+    incidents: mockIncidents(),
+    /** Diagnostic tasks by id; each step of a task's run is `diagnosticStepMs` after the last. */
+    diagnostics: new Map(),
+    diagnosticStepMs: DIAGNOSTIC_STEP_MS,
     nextId: 1,
     bootstrapToken: null,
   };
@@ -99,6 +109,7 @@ function newState({ bootstrap, user, password }) {
   } else {
     state.users.push({ id: state.nextId++, name: user ?? process.env.WARDEN_USER ?? 'alice', password: password ?? process.env.WARDEN_PASSWORD ?? 'correct-horse', role: 'admin' });
     state.users.push({ id: state.nextId++, name: 'vera', password: 'viewer-horse', role: 'viewer' });
+    state.users.push({ id: state.nextId++, name: 'otto', password: 'operator-horse', role: 'operator' });
   }
   return state;
 }
@@ -190,6 +201,21 @@ async function handle(state, options, request, response) {
   }
   if ((match = route(/^\/api\/actions\/([A-Za-z0-9_-]+)\/(confirm|reject)$/)) && method === 'POST') {
     return decideAction(state, user, match[1], match[2], request, response);
+  }
+  if (method === 'GET' && path === '/api/incidents') return sendJson(response, 200, { incidents: state.incidents });
+  if ((match = route(/^\/api\/incidents\/([A-Za-z0-9_-]+)$/)) && method === 'GET') {
+    const found = state.incidents.find((candidate) => candidate.id === match[1]);
+    return found ? sendJson(response, 200, found) : sendError(response, 404, 'not_found', `incident \`${match[1]}\` not found`);
+  }
+  if (method === 'GET' && path === '/api/diagnostics') {
+    const mine = [...state.diagnostics.values()].filter((task) => task.ownerId === user.id).reverse();
+    return sendJson(response, 200, { tasks: mine.map((task) => publicTask(task, false)) });
+  }
+  if (method === 'POST' && path === '/api/diagnostics') return startDiagnostic(state, user, request, response);
+  if ((match = route(/^\/api\/diagnostics\/([A-Za-z0-9_-]+)$/)) && method === 'GET') {
+    const task = state.diagnostics.get(match[1]);
+    if (!task || task.ownerId !== user.id) return sendError(response, 404, 'not_found', `diagnostic task \`${match[1]}\` not found`);
+    return sendJson(response, 200, publicTask(task, true));
   }
   if ((match = route(/^\/api\/runs\/(\d+)\/events$/)) && method === 'GET') {
     const run = ownedRun(state, user, match[1]);
@@ -304,6 +330,7 @@ function ownedConversation(state, user, id) {
 
 function ownedRun(state, user, id) {
   const run = state.runs.get(Number(id));
+  if (run && run.ownerId !== undefined) return run.ownerId === user.id ? run : null;
   return run && ownedConversation(state, user, run.conversation_id) ? run : null;
 }
 
@@ -603,6 +630,72 @@ function splitIntoChunks(text, count) {
   return chunks;
 }
 
+// --- Diagnostics ---------------------------------------------------------------------------------
+
+/**
+ * POST /api/diagnostics {incident_id}: operators and admins only (403 for a viewer), 400 for
+ * a malformed id, 404 for an incident that does not exist; 202 with the task and its run.
+ */
+async function startDiagnostic(state, user, request, response) {
+  const body = await readJson(request);
+  if (user.role !== 'operator' && user.role !== 'admin') return sendError(response, 403, 'forbidden', 'starting a diagnostic needs an operator or admin');
+  if (!body || typeof body.incident_id !== 'string' || !INCIDENT_ID.test(body.incident_id)) {
+    return sendError(response, 400, 'invalid', 'incident_id: give an incident id: incident_ then letters, digits and dashes');
+  }
+  if (!state.incidents.some((incident) => incident.id === body.incident_id)) {
+    return sendError(response, 404, 'not_found', `incident \`${body.incident_id}\` not found`);
+  }
+  const now = unixNow();
+  const run = {
+    id: state.nextId++, conversation_id: null, ownerId: user.id, turn: null, status: 'queued', failure_reason: null,
+    attempts: 0, created_at: now, updated_at: now, events: [], subscribers: new Set(), timers: [], answer: '',
+  };
+  const id = `diagnostic_${randomBytes(4).toString('hex')}`;
+  const task = {
+    id, ownerId: user.id, incident_id: body.incident_id, run_id: String(run.id), status: 'queued',
+    graph_version: 'diag-graph-v1', thread_id: `warden:${id}:diag-graph-v1`, report: null, created_at: now, updated_at: now,
+  };
+  state.runs.set(run.id, run);
+  state.diagnostics.set(id, task);
+  simulateDiagnostic(state, task, run);
+  return sendJson(response, 202, { diagnostic_task_id: id, run_id: task.run_id, status: task.status, events: `/api/runs/${run.id}/events` });
+}
+
+/** Plays the incident's scenario on the task's run, then stores the report and ends the run. */
+function simulateDiagnostic(state, task, run) {
+  const scenario = diagnosticScenario(task.incident_id, task.id);
+  const step = state.diagnosticStepMs;
+  const schedule = (delay, action) => run.timers.push(setTimeout(action, delay));
+  schedule(QUEUE_DELAY_MS, () => {
+    run.status = 'running';
+    run.attempts = 1;
+    task.status = 'running';
+    emit(state, run, 'run.started', { attempt: 1 });
+  });
+  scenario.steps.forEach(([type, data], index) => schedule(QUEUE_DELAY_MS + (index + 1) * step, () => emit(state, run, type, data)));
+  schedule(QUEUE_DELAY_MS + (scenario.steps.length + 1) * step, () => {
+    task.updated_at = unixNow();
+    if (scenario.outcome === 'failed') {
+      task.status = 'failed';
+      finishRun(state, run, 'failed', { reason: scenario.reason });
+      return;
+    }
+    task.report = scenario.report;
+    task.status = 'completed';
+    finishRun(state, run, 'completed', { message_id: null, finish_reason: 'stop', usage: { prompt_tokens: 0, completion_tokens: 0 }, outcome: 'diagnosed' });
+  });
+}
+
+function publicTask(task, withReport) {
+  const { id, incident_id, run_id, status, graph_version, thread_id, report, created_at, updated_at } = task;
+  const summary = {
+    id, incident_id, run_id, status, graph_version, thread_id,
+    verdict: report?.verdict ?? null, mechanism: report?.mechanism ?? null, recoveryMode: report?.recoveryMode ?? null,
+    created_at, updated_at,
+  };
+  return withReport ? { ...summary, report } : summary;
+}
+
 // --- Actions ------------------------------------------------------------------------------------
 
 function proposeAction(state, run, user, { kind, target, reason, parameters }) {
@@ -712,6 +805,7 @@ function streamEvents(state, options, run, url, request, response) {
   });
   response.write('retry: 500\n\n');
   state.streams.add(response);
+  run.connections = (run.connections ?? 0) + 1;
   let liveWritten = 0;
   let open = true;
   const heartbeat = setInterval(() => response.write(': keep-alive\n\n'), HEARTBEAT_MS);
