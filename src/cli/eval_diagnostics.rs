@@ -35,6 +35,9 @@ pub struct EvalDiagnosticsArgs {
     /// Sample knowledge base searched for guidance.
     #[arg(long, default_value = "kb")]
     sample_kb: PathBuf,
+    /// Skip the knowledge base (no guidance for the planner; saves ingesting it).
+    #[arg(long)]
+    no_knowledge: bool,
     /// Print JSON (the only output format; kept for clarity in scripts).
     #[arg(long)]
     json: bool,
@@ -97,7 +100,7 @@ pub fn run(args: EvalDiagnosticsArgs) -> anyhow::Result<ExitCode> {
         &SessionOptions {
             data: None,
             playbooks: &args.playbooks,
-            sample_kb: Some(&args.sample_kb),
+            sample_kb: (!args.no_knowledge).then_some(args.sample_kb.as_path()),
             fault,
         },
     )?;

@@ -46,16 +46,26 @@ pub fn resolve(state: &DiagnosticState, step: &PlanStep) -> Option<Value> {
 
 /// Pids that block others inside the window, as the lock-wait observations showed.
 fn blocking_pids(state: &DiagnosticState) -> Vec<i64> {
-    let mut pids: Vec<i64> = Vec::new();
+    let mut blockers: Vec<(f64, i64)> = Vec::new();
     for fact in state.observations.iter().flat_map(|o| o.facts.iter()) {
-        if fact.kind == "long_blocker" && fact.in_window {
-            if let Some(pid) = fact.attrs.get("pid").and_then(Value::as_f64) {
-                let pid = pid as i64;
-                if !pids.contains(&pid) && pids.len() < MAX_BLOCKERS {
-                    pids.push(pid);
-                }
-            }
+        if fact.kind != "long_blocker" || !fact.in_window {
+            continue;
+        }
+        let pid = fact.attrs.get("pid").and_then(Value::as_f64).unwrap_or(0.0) as i64;
+        let age = fact
+            .attrs
+            .get("blocking_xact_age_s")
+            .and_then(Value::as_f64)
+            .unwrap_or(0.0);
+        if pid > 0 && !blockers.iter().any(|(_, p)| *p == pid) {
+            blockers.push((age, pid));
         }
     }
-    pids
+    // The oldest blockers first: they are the likeliest cause.
+    blockers.sort_by(|a, b| b.0.total_cmp(&a.0));
+    blockers
+        .into_iter()
+        .take(MAX_BLOCKERS)
+        .map(|(_, pid)| pid)
+        .collect()
 }

@@ -72,11 +72,20 @@ pub fn decide(state: &mut DiagnosticState) {
                     evidence_ids: spread_ids(lead.copied(), &findings),
                 });
             }
+            // Of several identified changes, the latest one.
+            let latest = |f: &&Finding| {
+                f.evidence_ids
+                    .iter()
+                    .filter_map(|id| state.evidence_item(id).and_then(|e| e.ts))
+                    .max()
+                    .unwrap_or(i64::MIN)
+            };
             let trigger_finding = h
                 .supporting
                 .iter()
                 .filter(|f| f.role == CausalRole::Trigger)
-                .find(|f| f.trigger.as_ref().is_some_and(|t| t.1.is_some()))
+                .filter(|f| f.trigger.as_ref().is_some_and(|t| t.1.is_some()))
+                .max_by_key(latest)
                 .or_else(|| {
                     h.supporting
                         .iter()
@@ -140,10 +149,7 @@ pub fn validate(state: &DiagnosticState, books: &Playbooks) -> Vec<String> {
             Some(item) if item.task_id != state.task_id => {
                 problems.push(format!("evidence `{id}` belongs to another task"))
             }
-            Some(item)
-                if item.role != CausalRole::Trigger
-                    && item.ts.is_some_and(|ts| !state.window.recent(ts)) =>
-            {
+            Some(item) if item.ts.is_some_and(|ts| !state.window.recent(ts)) => {
                 problems.push(format!("evidence `{id}` lies outside the incident window"))
             }
             Some(_) => {}

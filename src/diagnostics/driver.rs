@@ -22,6 +22,9 @@ use crate::engine::ChatMessage;
 use crate::runs::{now_secs, RunEvent, TurnSink, TurnStop};
 use crate::store::{secret_hash, ClaimOutcome, SideEffect, Store, ToolClaim, ToolLedger};
 
+/// Sampling seed of every diagnostic model call (greedy decoding: reruns agree).
+const MODEL_SEED: u64 = 7;
+
 /// The model side of the graph.
 #[derive(Clone)]
 pub struct Models {
@@ -151,20 +154,14 @@ impl LiveIo<'_, '_> {
         self.context
             .store
             .claim_tool_call(&claim, now_secs())
-            .map_err(|err| match err {
-                crate::store::StoreError::Conflict(_) => TurnStop::Abandoned,
-                other => TurnStop::Failed(format!("the tool ledger failed: {other}")),
-            })
+            .map_err(ledger_stop)
     }
 
     fn settle(&mut self, key: &str, outcome: Result<&str, &str>) -> Result<(), TurnStop> {
         self.context
             .store
             .settle_tool_call(key, self.sink.worker_id(), outcome, now_secs())
-            .map_err(|err| match err {
-                crate::store::StoreError::Conflict(_) => TurnStop::Abandoned,
-                other => TurnStop::Failed(format!("the tool ledger failed: {other}")),
-            })
+            .map_err(ledger_stop)
     }
 
     fn model_call(
@@ -203,7 +200,7 @@ impl LiveIo<'_, '_> {
             messages,
             schema,
             max_tokens,
-            7,
+            MODEL_SEED,
             deadline,
         );
         match result {
@@ -224,6 +221,22 @@ impl LiveIo<'_, '_> {
                 Err(IoError::Failed(failure))
             }
         }
+    }
+}
+
+/// What a tool failure may say in public: its class, never paths or source text.
+fn public_tool_error(err: &super::tools::ToolError) -> &'static str {
+    match err {
+        super::tools::ToolError::InvalidArguments(_) => "invalid arguments",
+        super::tools::ToolError::Source(_) => "the data source could not be read",
+    }
+}
+
+/// A lost lease abandons the run; any other ledger failure fails it.
+fn ledger_stop(err: crate::store::StoreError) -> TurnStop {
+    match err {
+        crate::store::StoreError::Conflict(_) => TurnStop::Abandoned,
+        other => TurnStop::Failed(format!("the tool ledger failed: {other}")),
     }
 }
 
@@ -270,7 +283,7 @@ impl GraphIo for LiveIo<'_, '_> {
         match self.claim(&key, index, tool).map_err(IoError::Stopped)? {
             ClaimOutcome::Reuse(text) => {
                 return serde_json::from_str(&text)
-                    .map_err(|err| IoError::Failed(format!("stored result unreadable: {err}")))
+                    .map_err(|_| IoError::Failed("the stored result is unreadable".to_owned()))
             }
             ClaimOutcome::Run => {}
             ClaimOutcome::FailedBefore(error) => return Err(IoError::Failed(error)),
@@ -295,7 +308,10 @@ impl GraphIo for LiveIo<'_, '_> {
                     super::tools::ToolStatus::Unavailable => "source unavailable".to_owned(),
                 },
             ),
-            Err(err) => ("error", err.to_string()),
+            Err(err) => {
+                tracing::warn!(tool, "diagnostic tool failed: {err}");
+                ("error", public_tool_error(err).to_owned())
+            }
         };
         match &result {
             Ok(output) => {
@@ -315,7 +331,7 @@ impl GraphIo for LiveIo<'_, '_> {
                 summary,
             })
             .map_err(IoError::Stopped)?;
-        result.map_err(|err| IoError::Failed(err.to_string()))
+        result.map_err(|err| IoError::Failed(public_tool_error(&err).to_owned()))
     }
 
     fn knowledge(&mut self, _key: &str, query: &str) -> Result<Vec<KnowledgeRef>, TurnStop> {

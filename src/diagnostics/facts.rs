@@ -322,9 +322,15 @@ fn lock_waits(items: &[Item<'_>], window: Window) -> Vec<Fact> {
 /// Simple cycles of a small waits-for graph, each reported once (smallest pid first).
 fn find_cycles(graph: &BTreeMap<i64, BTreeSet<i64>>) -> Vec<Vec<i64>> {
     let mut found: BTreeSet<Vec<i64>> = BTreeSet::new();
+    // A bounded search: a dense graph from a bad source cannot make it run away.
+    let mut budget: u32 = 100_000;
     for &start in graph.keys() {
         let mut stack = vec![(start, vec![start])];
         while let Some((node, path)) = stack.pop() {
+            budget = budget.saturating_sub(1);
+            if budget == 0 {
+                return found.into_iter().collect();
+            }
             if path.len() > 8 {
                 continue;
             }

@@ -258,6 +258,20 @@ impl Playbooks {
                     &format!("{at}: unknown tool `{}`", test.tool),
                 ));
             }
+            let spec = tool_specs().iter().find(|spec| spec.name == test.tool);
+            let names = spec.map(|spec| spec.argument_names()).unwrap_or_default();
+            if let Some(unknown) = test.arguments.keys().find(|k| !names.contains(&k.as_str())) {
+                return Err(invalid(
+                    path,
+                    &format!("{at}: `{}` takes no argument `{unknown}`", test.tool),
+                ));
+            }
+            if !test.arguments.contains_key("start") || !test.arguments.contains_key("end") {
+                return Err(invalid(
+                    path,
+                    &format!("{at}: give the test a time range (start and end, e.g. $lookback_start and $window_end)"),
+                ));
+            }
             for value in test.arguments.values() {
                 if let Some(text) = value.as_str() {
                     if text.starts_with('$') && !PLACEHOLDERS.contains(&text) {
@@ -382,6 +396,7 @@ symptoms = ["(?i)disk", "磁盘"]
 [[hypothesis.test]]
 id = "disk-usage"
 tool = "host_metrics"
+arguments = { start = "$window_start", end = "$window_end" }
 intent = "mechanism"
 domain = "runtime"
 absent = "refutes"
@@ -435,10 +450,21 @@ min = { used_pct = 98 }
             ),
             (
                 GOOD.replace(
-                    "tool = \"host_metrics\"",
-                    "tool = \"host_metrics\"\narguments = { host = \"$nope\" }",
+                    "arguments = { start",
+                    "arguments = { host = \"$nope\", start",
                 ),
                 "placeholder",
+            ),
+            (
+                GOOD.replace("arguments = { start", "arguments = { hots = \"db\", start"),
+                "takes no argument",
+            ),
+            (
+                GOOD.replace(
+                    "arguments = { start = \"$window_start\", end = \"$window_end\" }",
+                    "arguments = { limit = 5 }",
+                ),
+                "time range",
             ),
         ];
         for (text, expected) in cases {

@@ -105,7 +105,10 @@ impl DiagnosticRunner {
                 }
                 other => stop_from(other),
             })?;
-        let (alert, window) = match pack {
+        // A pack made for this task gives the alert and window; the server's default pack
+        // is only the data the tools read (and the time it covers).
+        let own_pack = pack.filter(|_| task.source.is_some());
+        let (alert, window) = match own_pack {
             Some(pack) => {
                 let s = &pack.scenario;
                 (
@@ -124,6 +127,10 @@ impl DiagnosticRunner {
             }
             None => {
                 let start = incident.starts_at.unwrap_or(incident.created_at);
+                let snapshot = pack.map(|p| Window {
+                    start: p.scenario.window.start,
+                    end: p.scenario.window.end,
+                });
                 let summary = incident
                     .annotations
                     .get("summary")
@@ -142,12 +149,12 @@ impl DiagnosticRunner {
                         summary,
                         labels: incident.labels.clone(),
                     },
-                    Window {
+                    snapshot.unwrap_or(Window {
                         start: start - DEFAULT_WINDOW_SECS,
                         end: incident
                             .ends_at
                             .unwrap_or_else(|| now_secs().max(start + DEFAULT_WINDOW_SECS)),
-                    },
+                    }),
                 )
             }
         };
@@ -205,10 +212,11 @@ impl DiagnosticHandler for DiagnosticRunner {
         let pack = match source_dir.as_deref().map(ScenarioPack::load).transpose() {
             Ok(pack) => pack,
             Err(err) => {
+                tracing::error!(task = %task.id, "diagnostic data source: {err}");
                 self.update(&task, DiagnosticStatus::Failed, None)?;
-                return Ok(DiagnosticOutcome::Failed(format!(
-                    "the diagnostic data source cannot be read: {err}"
-                )));
+                return Ok(DiagnosticOutcome::Failed(
+                    "the diagnostic data source cannot be read (see the server log)".to_owned(),
+                ));
             }
         };
         let restored = input.checkpoint.as_ref().and_then(state_from_checkpoint);

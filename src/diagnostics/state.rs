@@ -274,6 +274,15 @@ pub enum Verdict {
     InsufficientEvidence,
 }
 
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::RootCause => "root_cause",
+            Verdict::InsufficientEvidence => "insufficient_evidence",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RecoveryMode {

@@ -196,3 +196,169 @@ fn the_shipped_playbooks_reach_every_shipped_packs_ground_truth() {
     }
     assert!(failures.is_empty(), "\n{}", failures.join("\n"));
 }
+
+fn deadlock_pack() -> PathBuf {
+    packs()
+        .into_iter()
+        .find(|p| p.ends_with("01-apy-013"))
+        .expect("the APY-013 pack")
+}
+
+fn fails_closed(state: &DiagnosticState, class: &str) {
+    assert!(
+        state.failures.iter().any(|f| f.class == class),
+        "no {class} failure: {:?}",
+        state.failures
+    );
+    let policy = state.policy.as_ref().expect("a policy decision");
+    assert!(!policy.execution_permitted);
+    assert_eq!(
+        policy.recovery_mode,
+        super::state::RecoveryMode::ManualReview
+    );
+    assert_eq!(
+        state.validation.validation_origin,
+        "deterministic_grounded_fallback"
+    );
+}
+
+#[test]
+fn a_planner_that_never_answers_closes_in_manual_review_without_a_tool_call() {
+    let (state, report) = run(&deadlock_pack(), Some(ModelFailure::Timeout), false);
+    fails_closed(&state, "model_timeout");
+    assert_eq!(state.budgets.tool_calls, 0, "a guessed tool call");
+    assert_eq!(report["verdict"], "insufficient_evidence");
+    assert!(state.nodes.iter().any(|n| n.node == Node::ManualReview));
+}
+
+#[test]
+fn unparsable_plans_get_one_repair_then_manual_review() {
+    let (state, _) = run(&deadlock_pack(), Some(ModelFailure::BadJson), false);
+    fails_closed(&state, "bad_json");
+    assert_eq!(state.budgets.repairs, 1);
+    assert_eq!(state.budgets.model_calls, 2, "one call and one repair");
+    assert_eq!(state.budgets.tool_calls, 0);
+}
+
+#[test]
+fn failing_tools_leave_no_root_cause_and_record_the_class() {
+    let (state, report) = run(&deadlock_pack(), None, true);
+    fails_closed(&state, "tool_error");
+    assert_eq!(report["verdict"], "insufficient_evidence");
+    assert!(report["rootCause"].is_null());
+    // Every failed call still has an observation with its evaluation.
+    assert!(state
+        .observations
+        .iter()
+        .all(|o| o.status == super::state::ObservationStatus::Error && !o.evaluation.is_empty()));
+}
+
+#[test]
+fn knowledge_hits_are_guidance_and_never_evidence() {
+    let (state, report) = run(&deadlock_pack(), None, false);
+    assert!(state
+        .evidence
+        .iter()
+        .all(|e| e.tool != "knowledge_retrieval"));
+    let done = state
+        .plan
+        .iter()
+        .filter(|s| s.status == super::state::StepStatus::Done)
+        .count();
+    assert_eq!(
+        state.observations.len(),
+        done,
+        "one observation per diagnostic tool call"
+    );
+    assert_eq!(report["recoveryExecuted"], false);
+}
+
+#[test]
+fn an_observation_changes_only_the_hypotheses_its_step_declared() {
+    let (state, _) = run(&deadlock_pack(), None, false);
+    for h in &state.hypotheses {
+        for finding in h
+            .supporting
+            .iter()
+            .chain(&h.refuting)
+            .chain(&h.inactivating)
+        {
+            let step = state.step(&finding.step).expect("the finding's step");
+            assert!(
+                step.tests_hypotheses.contains(&h.id),
+                "{} moved by step {} which tests {:?}",
+                h.id,
+                step.id,
+                step.tests_hypotheses
+            );
+        }
+    }
+}
+
+#[test]
+fn conflicting_evidence_goes_to_the_adjudicator_and_stays_bounded() {
+    // A playbook whose one test both supports and refutes the same cause on the same fact.
+    let text = r#"+++
+[[hypothesis]]
+id = "contested"
+title = "A contested cause"
+component = "service"
+symptoms = ["(?i)time ?out"]
+[[hypothesis.test]]
+id = "contested-errors"
+tool = "pg_error_log"
+arguments = { sqlstate = "40P01", start = "$lookback_start", end = "$window_end" }
+intent = "mechanism"
+domain = "log"
+[[hypothesis.test.rule]]
+fact = "pg_error"
+effect = "supports"
+[[hypothesis.test.rule]]
+fact = "pg_error"
+effect = "refutes"
++++
+"#;
+    let books = Playbooks::parse(&[("c.md".to_owned(), text.to_owned())]).expect("playbook");
+    let pack = ScenarioPack::load(&deadlock_pack()).expect("pack");
+    let s = &pack.scenario;
+    let alert = AlertInfo {
+        name: s.alert.name.clone(),
+        service: s.alert.service.clone(),
+        severity: s.alert.severity.clone(),
+        summary: s.alert.summary.clone(),
+        labels: s.alert.labels.clone(),
+    };
+    let window = Window {
+        start: s.window.start,
+        end: s.window.end,
+    };
+    let mut state = DiagnosticState::new("diagnostic_t", "incident_t", "run_t", alert, window, 0);
+    let mut io = Scripted {
+        source: pack.source(),
+        planner_fails: None,
+        tool_fails: false,
+        model_calls: 0,
+    };
+    let config = GraphConfig::default();
+    while state.next != Node::Done {
+        let node = state.next;
+        let iteration = state.iteration_of(node);
+        let (next, _) = graph::step(node, &mut state, &mut io, &books, &config, "key", 0)
+            .unwrap_or_else(|_| panic!("stopped at {node:?}"));
+        state.nodes.push(NodeRecord {
+            node,
+            iteration,
+            execution_key: String::new(),
+        });
+        state.next = next;
+        assert!(state.nodes.len() < 100, "the graph does not end");
+    }
+    assert_eq!(state.budgets.adjudications, 1, "exactly one adjudication");
+    assert!(state
+        .nodes
+        .iter()
+        .any(|n| n.node == Node::HypothesisAdjudicator));
+    // Mechanism without impact never proves a cause: no root cause, manual review.
+    assert!(state.root_cause.is_none());
+    assert!(!state.policy.expect("policy").execution_permitted);
+}

@@ -545,7 +545,7 @@ async fn confirming_a_diagnostic_start_is_idempotent_and_bound_to_its_parameters
         .as_str()
         .expect("task id");
     let task = f.store.diagnostic_task(f.viewer.0, task_id).expect("task");
-    assert_eq!(task.status, DiagnosticStatus::WaitingForGraph);
+    assert_eq!(task.status, DiagnosticStatus::Queued);
 
     let (status, again, again_headers) =
         send(&app, Method::POST, &path, &headers, Some(body.clone())).await;

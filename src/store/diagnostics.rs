@@ -89,7 +89,8 @@ pub trait DiagnosticTasks {
     ) -> Result<DiagnosticTask>;
     /// The task a `diagnostic` run works on (for the run's worker; not owner-scoped).
     fn diagnostic_task_of_run(&self, run_id: &str) -> Result<DiagnosticTask>;
-    /// Records the graph's progress on the task: status, version, thread and report.
+    /// Records the graph's progress on the task: status, version, thread and report. A task
+    /// that already ended (completed, failed, cancelled) is left as it is.
     fn update_diagnostic_task(&self, update: &TaskUpdate<'_>, now: i64) -> Result<()>;
 }
 
@@ -162,7 +163,8 @@ impl DiagnosticTasks for Store {
         self.write(|t| {
             let changed = t.execute(
                 "UPDATE diagnostic_tasks SET status = ?2, graph_version = ?3, thread_id = ?4,
-                     report = COALESCE(?5, report), updated_at = ?6 WHERE id = ?1",
+                     report = COALESCE(?5, report), updated_at = ?6
+                 WHERE id = ?1 AND status NOT IN ('completed', 'failed', 'cancelled')",
                 params![
                     update.id,
                     update.status,
@@ -172,7 +174,14 @@ impl DiagnosticTasks for Store {
                     now
                 ],
             )?;
-            if changed == 1 {
+            // An ended task stays as it ended (a resumed run that finds its graph done
+            // changes nothing).
+            let known = exists(
+                t,
+                "SELECT 1 FROM diagnostic_tasks WHERE id = ?1",
+                &update.id,
+            )?;
+            if changed == 1 || known {
                 Ok(())
             } else {
                 Err(StoreError::NotFound(format!(

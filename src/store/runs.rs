@@ -415,6 +415,20 @@ pub(super) fn set_terminal_status(
          WHERE id = ?1",
         params![run_id, status, reason, now],
     )?;
+    // A diagnostic task ends with its run when the run fails or is cancelled before the
+    // graph stored a report (retries exhausted, a crash, a cancel).
+    let task_status = match status {
+        RunStatus::Failed => Some("failed"),
+        RunStatus::Cancelled => Some("cancelled"),
+        _ => None,
+    };
+    if let Some(task_status) = task_status {
+        t.execute(
+            "UPDATE diagnostic_tasks SET status = ?2, updated_at = ?3
+             WHERE run_id = ?1 AND status NOT IN ('completed', 'failed', 'cancelled')",
+            params![run_id, task_status, now],
+        )?;
+    }
     Ok(())
 }
 

@@ -39,22 +39,7 @@ pub enum ScoreError {
     Invalid { path: PathBuf, reason: String },
 }
 
-/// What the diagnosis should conclude.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    RootCause,
-    InsufficientEvidence,
-}
-
-impl Verdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::RootCause => "root_cause",
-            Verdict::InsufficientEvidence => "insufficient_evidence",
-        }
-    }
-}
+pub use crate::diagnostics::state::{RecoveryMode, Verdict};
 
 /// What set the failure off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,25 +66,6 @@ impl TriggerKind {
             TriggerKind::JobFailure => "job_failure",
             TriggerKind::ResourceGrowth => "resource_growth",
             TriggerKind::TrafficSpike => "traffic_spike",
-        }
-    }
-}
-
-/// The recovery the report should propose.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RecoveryMode {
-    NoAction,
-    ProposalOnly,
-    ManualReview,
-}
-
-impl RecoveryMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RecoveryMode::NoAction => "no_action",
-            RecoveryMode::ProposalOnly => "proposal_only",
-            RecoveryMode::ManualReview => "manual_review",
         }
     }
 }

@@ -288,7 +288,7 @@ fn confirming_a_diagnostic_start_creates_a_task_with_a_queued_diagnostic_run() {
     assert_eq!(decided.action.status, PendingActionStatus::Executed);
     assert_eq!(decided.action.decided_at, Some(20));
     let result = decided.action.result.clone().unwrap();
-    assert_eq!(result["status"], "waiting_for_graph");
+    assert_eq!(result["status"], "queued");
     let task_id = result["diagnostic_task_id"].as_str().unwrap();
     let run_id = result["run_id"].as_str().unwrap();
     assert!(is_diagnostic_task_id(task_id), "{task_id}");
@@ -300,7 +300,7 @@ fn confirming_a_diagnostic_start_creates_a_task_with_a_queued_diagnostic_run() {
             task.status,
             task.run_id.as_deref()
         ),
-        (INCIDENT, DiagnosticStatus::WaitingForGraph, Some(run_id))
+        (INCIDENT, DiagnosticStatus::Queued, Some(run_id))
     );
     let run = f.store.run(f.ann, run_id).unwrap();
     assert_eq!(
