@@ -247,36 +247,44 @@ fn lock_waits(items: &[Item<'_>], window: Window) -> Vec<Fact> {
             .iter()
             .filter(|i| in_window(i, window) == inside)
             .collect();
-        let mut graph: BTreeMap<i64, BTreeSet<i64>> = BTreeMap::new();
+        // A wait cycle is a fact of one sample: edges seen at the same time. Pooled
+        // backends reuse pids, so edges from different samples never join a cycle.
+        let mut samples: BTreeMap<Option<i64>, Vec<&Item<'_>>> = BTreeMap::new();
         for edge in &edges {
-            let from = number(edge.fields, "waiting_pid") as i64;
-            let to = number(edge.fields, "blocking_pid") as i64;
-            graph.entry(from).or_default().insert(to);
+            samples.entry(edge.ts).or_default().push(edge);
         }
-        let cycles = find_cycles(&graph);
-        let in_cycle: BTreeSet<i64> = cycles.iter().flatten().copied().collect();
-        for cycle in &cycles {
-            let members: BTreeSet<i64> = cycle.iter().copied().collect();
-            let ids: Vec<String> = edges
-                .iter()
-                .filter(|e| {
-                    members.contains(&(number(e.fields, "waiting_pid") as i64))
-                        && members.contains(&(number(e.fields, "blocking_pid") as i64))
-                })
-                .map(|e| e.evidence_id.to_owned())
-                .collect();
-            let pids: Vec<String> = cycle.iter().map(i64::to_string).collect();
-            facts.push(fact(
-                "wait_cycle",
-                json!({ "length": cycle.len(), "pids": pids.join(",") }),
-                ids,
-                inside,
-                format!(
-                    "wait cycle of {} sessions: pids {}",
-                    cycle.len(),
-                    pids.join(" → ")
-                ),
-            ));
+        let mut in_cycle: BTreeSet<i64> = BTreeSet::new();
+        for sample in samples.values() {
+            let mut graph: BTreeMap<i64, BTreeSet<i64>> = BTreeMap::new();
+            for edge in sample {
+                let from = number(edge.fields, "waiting_pid") as i64;
+                let to = number(edge.fields, "blocking_pid") as i64;
+                graph.entry(from).or_default().insert(to);
+            }
+            for cycle in find_cycles(&graph) {
+                let members: BTreeSet<i64> = cycle.iter().copied().collect();
+                let ids: Vec<String> = sample
+                    .iter()
+                    .filter(|e| {
+                        members.contains(&(number(e.fields, "waiting_pid") as i64))
+                            && members.contains(&(number(e.fields, "blocking_pid") as i64))
+                    })
+                    .map(|e| e.evidence_id.to_owned())
+                    .collect();
+                let pids: Vec<String> = cycle.iter().map(i64::to_string).collect();
+                facts.push(fact(
+                    "wait_cycle",
+                    json!({ "length": cycle.len(), "pids": pids.join(",") }),
+                    ids,
+                    inside,
+                    format!(
+                        "wait cycle of {} sessions: pids {}",
+                        cycle.len(),
+                        pids.join(" → ")
+                    ),
+                ));
+                in_cycle.extend(members);
+            }
         }
         let mut blockers: BTreeMap<i64, Vec<&Item<'_>>> = BTreeMap::new();
         for edge in &edges {
@@ -826,9 +834,12 @@ mod tests {
             "pg_lock_waits",
             &[
                 (1500, edge(11, 12)),
-                (1501, edge(12, 11)),
+                (1500, edge(12, 11)),
                 (10, edge(5, 6)),
-                (11, edge(6, 5)),
+                (10, edge(6, 5)),
+                // Pids reused in another sample never close a cycle with these.
+                (1600, edge(21, 22)),
+                (1700, edge(22, 21)),
             ],
         );
         let cycles: Vec<&Fact> = facts.iter().filter(|f| f.kind == "wait_cycle").collect();
@@ -836,7 +847,19 @@ mod tests {
         let current = cycles.iter().find(|f| f.in_window).expect("current cycle");
         assert_eq!(current.attrs["length"], 2);
         assert_eq!(current.evidence_ids, vec!["ev-1", "ev-2"]);
-        assert!(!facts.iter().any(|f| f.kind == "long_blocker"));
+        let blocked_by = |pid: i64| {
+            facts
+                .iter()
+                .any(|f| f.kind == "long_blocker" && f.attrs["pid"] == pid)
+        };
+        assert!(
+            !blocked_by(11) && !blocked_by(12),
+            "cycle members are not blockers"
+        );
+        assert!(
+            blocked_by(21) && blocked_by(22),
+            "waits across samples are plain waits"
+        );
     }
 
     #[test]

@@ -548,7 +548,7 @@ fn adjudicator(
             "You weigh conflicting evidence of an incident. Pick the cause the evidence \
              supports best, or none. Answer with JSON only.",
         ),
-        ChatMessage::new(crate::engine::Role::User, &format!("Evidence:\n{lines}")),
+        ChatMessage::new(crate::engine::Role::User, format!("Evidence:\n{lines}")),
     ];
     state.budgets.model_calls += 1;
     let pick = match io.model_json(key, messages, &schema, 40) {
@@ -684,7 +684,7 @@ fn llm_validator(
         ),
         ChatMessage::new(
             crate::engine::Role::User,
-            &format!(
+            format!(
                 "Root cause: {} in {}.\nCausal chain:\n{}\nIs the chain consistent with the evidence?",
                 root.mechanism,
                 root.component,

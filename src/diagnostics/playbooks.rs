@@ -475,7 +475,7 @@ min = { used_pct = 98 }
 
     #[test]
     fn duplicate_test_ids_are_refused() {
-        let twice = format!("{GOOD}");
+        let twice = GOOD.to_string();
         let err = Playbooks::parse(&[
             ("a.md".to_owned(), twice.clone()),
             (
