@@ -333,9 +333,11 @@ fn eval_slice(file: &str, stride: &str) -> Value {
 
 #[test]
 fn a_slice_of_the_conversation_eval_passes_its_hard_gates() {
-    let report = eval_slice("tests/data/conversations.jsonl", "8");
+    // Every 12th case: 8 cases over all six intents, English and Chinese (the full set is
+    // the benchmark, `warden eval conversations`).
+    let report = eval_slice("tests/data/conversations.jsonl", "12");
     assert_eq!(report["hard_gate_violations"], 0, "{report}");
-    assert!(report["cases"].as_u64().unwrap_or(0) >= 11, "{report}");
+    assert!(report["cases"].as_u64().unwrap_or(0) >= 8, "{report}");
     assert!(
         report["mode_accuracy"].as_f64().unwrap_or(0.0) >= 0.9,
         "{report}"
