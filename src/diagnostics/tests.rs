@@ -107,6 +107,24 @@ fn books() -> Playbooks {
     Playbooks::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("kb/playbooks")).expect("playbooks")
 }
 
+/// Runs the graph to its end (a bounded number of nodes).
+fn drive(state: &mut DiagnosticState, io: &mut Scripted, books: &Playbooks) {
+    let config = GraphConfig::default();
+    while state.next != Node::Done {
+        assert!(state.nodes.len() < 500, "the graph does not end");
+        let node = state.next;
+        let iteration = state.iteration_of(node);
+        let (next, _) = graph::step(node, state, io, books, &config, "key", 0)
+            .unwrap_or_else(|_| panic!("stopped at {node:?}"));
+        state.nodes.push(NodeRecord {
+            node,
+            iteration,
+            execution_key: String::new(),
+        });
+        state.next = next;
+    }
+}
+
 fn run(
     dir: &Path,
     io_planner_fails: Option<ModelFailure>,
@@ -132,23 +150,7 @@ fn run(
         tool_fails,
         model_calls: 0,
     };
-    let books = books();
-    let config = GraphConfig::default();
-    let mut guard = 0;
-    while state.next != Node::Done {
-        guard += 1;
-        assert!(guard < 500, "the graph does not end");
-        let node = state.next;
-        let iteration = state.iteration_of(node);
-        let (next, _) = graph::step(node, &mut state, &mut io, &books, &config, "key", 0)
-            .unwrap_or_else(|_| panic!("stopped at {node:?}"));
-        state.nodes.push(NodeRecord {
-            node,
-            iteration,
-            execution_key: String::new(),
-        });
-        state.next = next;
-    }
+    drive(&mut state, &mut io, &books());
     let report = report::build(&state);
     (state, report)
 }
@@ -339,20 +341,7 @@ effect = "refutes"
         tool_fails: false,
         model_calls: 0,
     };
-    let config = GraphConfig::default();
-    while state.next != Node::Done {
-        let node = state.next;
-        let iteration = state.iteration_of(node);
-        let (next, _) = graph::step(node, &mut state, &mut io, &books, &config, "key", 0)
-            .unwrap_or_else(|_| panic!("stopped at {node:?}"));
-        state.nodes.push(NodeRecord {
-            node,
-            iteration,
-            execution_key: String::new(),
-        });
-        state.next = next;
-        assert!(state.nodes.len() < 100, "the graph does not end");
-    }
+    drive(&mut state, &mut io, &books);
     assert_eq!(state.budgets.adjudications, 1, "exactly one adjudication");
     assert!(state
         .nodes
