@@ -15,6 +15,7 @@ mod react;
 pub mod router;
 pub mod safety;
 pub mod skills;
+mod thought_guard;
 mod tool_runner;
 pub mod tools;
 

@@ -11,9 +11,10 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 
-use super::answer_stream::{cited_numbers, AnswerStream};
+use super::answer_stream::{cited_numbers, FieldStream, Publisher};
 use super::llm::{self, CallError};
 use super::policy::{ExecutionPolicy, Postcondition};
+use super::thought_guard::{self, StreamGuard};
 use super::tool_runner::{CallOutcome, ToolRunner};
 use super::tools::Passage;
 use super::{localized, TurnCore};
@@ -229,7 +230,27 @@ pub fn run(
             }
         };
         audit_thought(core, step, &value);
-        match parse_action(&value) {
+        // What the user sees never repeats this step's hidden thought.
+        let withheld = thought_guard::withheld_phrase(
+            value["thought"]["summary"].as_str().unwrap_or_default(),
+            &state.public_sources(core),
+        );
+        let action = parse_action(&value).map(|action| match action {
+            Action::Respond(answer, cited) => {
+                Action::Respond(thought_guard::without(&answer, withheld.as_deref()), cited)
+            }
+            Action::Clarify(question) => {
+                Action::Clarify(thought_guard::without(&question, withheld.as_deref()))
+            }
+            calls => calls,
+        });
+        if let Some(Action::Respond(text, _) | Action::Clarify(text)) = &action {
+            if !thought_guard::has_words(text) {
+                core.degrade("the model's reply only repeated its hidden reasoning")?;
+                break;
+            }
+        }
+        match action {
             Some(Action::Respond(answer, cited)) => return state.finish(core, answer, &cited),
             Some(Action::Clarify(question)) => {
                 core.sink.emit(RunEvent::ClarificationNeeded {
@@ -303,6 +324,15 @@ impl Loop<'_, '_> {
             .collect()
     }
 
+    /// Text the user can see anyway: a thought that quotes it hides nothing.
+    fn public_sources(&self, core: &TurnCore<'_>) -> Vec<String> {
+        let mut sources = vec![core.question.clone()];
+        sources.extend(core.history.iter().map(|m| m.content.clone()));
+        sources.extend(self.passages.iter().map(|p| p.text.clone()));
+        sources.extend(self.observations.iter().cloned());
+        sources
+    }
+
     fn model_step(&mut self, core: &mut TurnCore<'_>, step: i64) -> Result<Value, CallError> {
         self.model_calls += 1;
         let callable = self.callable();
@@ -321,40 +351,26 @@ impl Loop<'_, '_> {
         };
         let schema = step_schema(&tools, calls_left, citations, answer_chars);
         let messages = self.messages(core, &callable);
-        let already = core.input.already_streamed.clone();
-        let mut answer = AnswerStream::default();
-        let mut streamed = std::mem::take(&mut self.streamed);
-        let mut pending = String::new();
-        let mut last_flush: Option<Instant> = None;
-        let interval = core.sink.delta_interval();
+        let sources = self.public_sources(core);
+        let phrase_of = |summary: &str| thought_guard::withheld_phrase(summary, &sources);
+        let mut answer = FieldStream::new("answer");
+        let mut thought = FieldStream::new("summary");
+        let mut summary_text = String::new();
+        let mut guard = StreamGuard::default();
+        let mut publisher = Publisher::new(
+            core.input.already_streamed.clone(),
+            std::mem::take(&mut self.streamed),
+            core.sink.delta_interval(),
+        );
         let result = {
             let mut on_text =
                 |piece: &str, sink: &mut dyn crate::runs::TurnSink| -> Result<(), TurnStop> {
-                    let text = answer.push(piece);
-                    if text.is_empty() {
-                        return Ok(());
+                    summary_text.push_str(&thought.push(piece));
+                    if thought.is_done() && !guard.is_armed() {
+                        guard.arm(phrase_of(&summary_text));
                     }
-                    streamed.push_str(&text);
-                    // Text earlier attempts already streamed is not sent again.
-                    let fresh_from = already.chars().count();
-                    let total = streamed.chars().count();
-                    if total <= fresh_from || !streamed.starts_with(&already) {
-                        return Ok(());
-                    }
-                    // Characters of this piece that lie past what was already streamed.
-                    let before = total - text.chars().count();
-                    let fresh: String = text
-                        .chars()
-                        .skip(fresh_from.saturating_sub(before))
-                        .collect();
-                    pending.push_str(&fresh);
-                    if last_flush.is_none_or(|at| at.elapsed() >= interval) {
-                        sink.emit(RunEvent::MessageDelta {
-                            text: std::mem::take(&mut pending),
-                        })?;
-                        last_flush = Some(Instant::now());
-                    }
-                    Ok(())
+                    let text = guard.push(&answer.push(piece));
+                    publisher.publish(&text, sink)
                 };
             llm::generate(
                 core.model,
@@ -370,10 +386,9 @@ impl Loop<'_, '_> {
                 },
             )
         };
-        if !pending.is_empty() {
-            core.sink.emit(RunEvent::MessageDelta { text: pending })?;
-        }
-        self.streamed = streamed;
+        let tail = guard.finish(phrase_of(&summary_text));
+        publisher.publish(&tail, core.sink)?;
+        self.streamed = publisher.finish(core.sink)?;
         let (text, summary) = result?;
         tracing::debug!(
             run = %core.input.run_id,

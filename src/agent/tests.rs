@@ -419,3 +419,41 @@ fn a_failed_classifier_falls_back_to_chat_never_a_capability() {
         ("chat", "fallback")
     );
 }
+
+#[test]
+fn an_answer_that_copies_the_hidden_thought_never_shows_it() {
+    const THOUGHT: &str = "The pool is exhausted by slow queries";
+    let copying = |answer: &str| {
+        json!({"thought": {"summary": THOUGHT, "need_more_evidence": false, "confidence": 0.9},
+            "action": {"type": "RESPOND", "reason": "r", "answer": answer}})
+    };
+    let leaked = |events: &[RunEvent], text: &str| {
+        text.contains(THOUGHT) || events.iter().any(|e| e.data(0).contains(THOUGHT))
+    };
+    // A copy inside a longer answer: the rest of the answer stands.
+    let f = fixture();
+    let model = ScriptedModel::new(&[copying(&format!("{THOUGHT}. Raise the pool size [1]."))]);
+    let (outcome, events) = turn(&f, model, vec!["Pools: raise the size."], "what is a pool?");
+    let TurnOutcome::Done(OutcomeKind::Answered, answer) = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(answer.text, ". Raise the pool size [1].");
+    assert!(!leaked(&events, &answer.text), "{events:?}");
+    // An answer that is nothing but the thought: the cited passages answer instead.
+    let model = ScriptedModel::new(&[copying(&format!("{THOUGHT} [1]"))]);
+    let (outcome, events) = turn(&f, model, vec!["Pools: raise the size."], "what is a pool?");
+    let TurnOutcome::Done(OutcomeKind::Answered, answer) = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert!(
+        answer.text.contains("Pools: raise the size."),
+        "{}",
+        answer.text
+    );
+    assert!(
+        types(&events).contains(&"run.degraded"),
+        "{:?}",
+        types(&events)
+    );
+    assert!(!leaked(&events, &answer.text), "{events:?}");
+}
