@@ -16,6 +16,11 @@ pub struct KnowledgeBaseRecord {
     pub synced_at: Option<i64>,
     pub documents: i64,
     pub chunks: i64,
+    /// Who may read it besides admins (`role:R`, `group:G`, `user:U`), sorted.
+    pub readers: Vec<String>,
+    /// Device and inode of the root folder when it was added (None before they were kept).
+    #[serde(skip)]
+    pub root_identity: Option<(u64, u64)>,
 }
 
 /// A document as last synced.
@@ -88,6 +93,8 @@ pub trait KbCatalog {
         generation: u64,
         now: i64,
     ) -> Result<()>;
+    /// Records the device and inode of a knowledge base's root folder.
+    fn set_kb_root_identity(&self, name: &str, dev: u64, ino: u64) -> Result<()>;
     /// Deletes a knowledge base and records `generation`; returns its chunk ids.
     fn remove_kb(&self, name: &str, generation: u64) -> Result<Vec<u64>>;
     fn chunks(&self, ids: &[u64]) -> Result<Vec<CatalogChunk>>;
@@ -213,6 +220,19 @@ impl KbCatalog for Store {
         })
     }
 
+    fn set_kb_root_identity(&self, name: &str, dev: u64, ino: u64) -> Result<()> {
+        self.write(|t| {
+            let updated = t.execute(
+                "UPDATE knowledge_bases SET root_dev = ?2, root_ino = ?3 WHERE name = ?1",
+                params![name, dev as i64, ino as i64],
+            )?;
+            if updated == 0 {
+                return Err(StoreError::NotFound(format!("knowledge base `{name}`")));
+            }
+            Ok(())
+        })
+    }
+
     fn remove_kb(&self, name: &str, generation: u64) -> Result<Vec<u64>> {
         self.write(|t| {
             let kb_id: i64 = t
@@ -264,7 +284,9 @@ impl KbCatalog for Store {
 
 const KB_SELECT: &str = "SELECT k.id, k.name, k.root, k.created_at, k.synced_at, \
      (SELECT count(*) FROM kb_documents d WHERE d.kb_id = k.id), \
-     (SELECT count(*) FROM kb_chunks c JOIN kb_documents d ON d.id = c.document_id WHERE d.kb_id = k.id) \
+     (SELECT count(*) FROM kb_chunks c JOIN kb_documents d ON d.id = c.document_id WHERE d.kb_id = k.id), \
+     (SELECT group_concat(reader, char(10)) FROM kb_readers r WHERE r.kb_id = k.id), \
+     k.root_dev, k.root_ino \
      FROM knowledge_bases k";
 
 const CHUNK_SELECT: &str = "SELECT c.id, k.name, d.path, d.title, c.ordinal, c.text, c.heading_path, c.location, c.tokens, c.embedding \
@@ -279,6 +301,18 @@ fn kb_from_row(r: &rusqlite::Row) -> rusqlite::Result<KnowledgeBaseRecord> {
         synced_at: r.get(4)?,
         documents: r.get(5)?,
         chunks: r.get(6)?,
+        readers: {
+            let joined: Option<String> = r.get(7)?;
+            let mut readers: Vec<String> = joined
+                .map(|j| j.split('\n').map(str::to_owned).collect())
+                .unwrap_or_default();
+            readers.sort();
+            readers
+        },
+        root_identity: match (r.get::<_, Option<i64>>(8)?, r.get::<_, Option<i64>>(9)?) {
+            (Some(dev), Some(ino)) => Some((dev as u64, ino as u64)),
+            _ => None,
+        },
     })
 }
 

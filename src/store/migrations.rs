@@ -298,6 +298,32 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE diagnostic_tasks ADD COLUMN thread_id TEXT;
     CREATE INDEX diagnostic_tasks_run ON diagnostic_tasks(run_id);
     "#,
+    // 5: access control. Groups of users; who may read each knowledge base (readers are
+    // `role:R` (R or a higher role), `group:G` or `user:U`; admins read everything); and
+    // the device and inode the root folder had when it was added (a sync refuses a root
+    // swapped for another directory).
+    r#"
+    CREATE TABLE groups (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        created_at INTEGER NOT NULL
+    );
+    CREATE TABLE user_groups (
+        user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+        group_id INTEGER NOT NULL REFERENCES groups(id) ON DELETE CASCADE,
+        PRIMARY KEY (user_id, group_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX user_groups_group ON user_groups(group_id);
+    CREATE TABLE kb_readers (
+        kb_id INTEGER NOT NULL REFERENCES knowledge_bases(id) ON DELETE CASCADE,
+        reader TEXT NOT NULL CHECK (reader GLOB 'role:?*' OR reader GLOB 'group:?*' OR reader GLOB 'user:?*'),
+        PRIMARY KEY (kb_id, reader)
+    ) WITHOUT ROWID;
+    -- Knowledge bases from before access control stay readable by every user.
+    INSERT INTO kb_readers (kb_id, reader) SELECT id, 'role:viewer' FROM knowledge_bases;
+    ALTER TABLE knowledge_bases ADD COLUMN root_dev INTEGER;
+    ALTER TABLE knowledge_bases ADD COLUMN root_ino INTEGER;
+    "#,
 ];
 
 /// The schema version this build creates.
@@ -395,7 +421,10 @@ mod tests {
             .read(|c| Ok(c.query_row("PRAGMA user_version", [], |r| r.get(0))?))
             .unwrap();
         assert_eq!(version, LATEST);
-        assert_eq!(store.knowledge_base("ops").unwrap().root, "/srv/ops");
+        let ops = store.knowledge_base("ops").unwrap();
+        assert_eq!(ops.root, "/srv/ops");
+        // Knowledge bases from before access control stay readable by everyone.
+        assert_eq!(ops.readers, ["role:viewer"]);
         assert!(store.integrity_check().unwrap().is_empty());
 
         let alice = store

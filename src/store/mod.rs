@@ -6,6 +6,7 @@
 //! stored only as SHA-256 hashes, passwords only as argon2id hashes. Never touches HTTP or
 //! SSE.
 
+mod access;
 mod accounts;
 mod actions;
 mod audit;
@@ -28,6 +29,10 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 
+pub use access::{
+    parse_readers, validate_group_name, AccessControl, Group, Principal, Reader, MAX_GROUP_NAME_CHARS,
+    MAX_READERS,
+};
 pub use accounts::{
     Accounts, ApiToken, NewApiToken, NewSession, Role, User, BOOTSTRAP_TOKEN_LIFETIME_SECS,
     LAST_SEEN_RESOLUTION_SECS,
