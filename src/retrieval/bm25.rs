@@ -4,8 +4,11 @@
 //! text into a term query that cannot fail to parse. Never touches the SQLite catalogue
 //! (the source of truth) or vectors.
 
+mod scope;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use tantivy::collector::TopDocs;
@@ -35,6 +38,9 @@ const CHUNK_ID: &str = "chunk_id";
 const KB: &str = "kb";
 const TITLE: &str = "title";
 const TEXT: &str = "text";
+/// Tokens the analyzer makes of a chunk's text field and title field (scoped statistics).
+const TEXT_TOKENS: &str = "text_tokens";
+const TITLE_TOKENS: &str = "title_tokens";
 const META_FILE: &str = "meta.json";
 
 /// One chunk as the BM25 index sees it.
@@ -83,6 +89,9 @@ pub struct Bm25Index {
     fields: Fields,
     analyzer: TextAnalyzer,
     generation: Option<u64>,
+    /// Knowledge-base membership of the committed snapshot, built at the first filtered
+    /// search after a commit.
+    scope: Mutex<Option<Arc<scope::Scope>>>,
 }
 
 impl Bm25Index {
@@ -116,6 +125,10 @@ impl Bm25Index {
             // count in the text's BM25 too (with the text's length normalisation).
             document.add_text(self.fields.text, &doc.title);
             document.add_text(self.fields.text, &doc.text);
+            let title_tokens = count_tokens(&mut self.analyzer, &doc.title);
+            let text_tokens = title_tokens + count_tokens(&mut self.analyzer, &doc.text);
+            document.add_u64(self.fields.text_tokens, text_tokens);
+            document.add_u64(self.fields.title_tokens, title_tokens);
             self.writer
                 .add_document(document)
                 .map_err(self.tantivy_error("adding a document"))?;
@@ -164,6 +177,7 @@ impl Bm25Index {
         self.reader
             .reload()
             .map_err(self.tantivy_error("reloading the reader"))?;
+        *self.scope.lock().unwrap_or_else(|p| p.into_inner()) = None;
         self.generation = Some(generation);
         Ok(())
     }
@@ -197,9 +211,17 @@ impl Bm25Index {
             return Ok(Vec::new());
         }
         let searcher = self.reader.searcher();
-        let top = searcher
-            .search(&query, &TopDocs::with_limit(limit).order_by_score())
-            .map_err(self.tantivy_error("searching"))?;
+        let collector = TopDocs::with_limit(limit).order_by_score();
+        let top = match kbs {
+            // Scored as if the index held only these knowledge bases.
+            Some(kbs) => {
+                let scope = self.scope(&searcher)?;
+                let statistics = scope.statistics(&searcher, &self.fields, kbs);
+                searcher.search_with_statistics_provider(&query, &collector, &statistics)
+            }
+            None => searcher.search(&query, &collector),
+        }
+        .map_err(self.tantivy_error("searching"))?;
         let mut columns = BTreeMap::new();
         let mut hits = Vec::with_capacity(top.len());
         for (score, address) in top {
@@ -219,6 +241,19 @@ impl Bm25Index {
             }
         }
         Ok(hits)
+    }
+
+    fn scope(&self, searcher: &tantivy::Searcher) -> Result<Arc<scope::Scope>, Bm25Error> {
+        let mut cached = self.scope.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(scope) = cached.as_ref() {
+            return Ok(scope.clone());
+        }
+        let scope = Arc::new(
+            scope::Scope::build(searcher, &self.fields)
+                .map_err(self.tantivy_error("reading knowledge-base membership"))?,
+        );
+        *cached = Some(scope.clone());
+        Ok(scope)
     }
 
     fn open_or_create(dir: &Path) -> Result<Self, Bm25Error> {
@@ -257,6 +292,7 @@ impl Bm25Index {
             fields,
             analyzer: cjk::text_analyzer(),
             generation,
+            scope: Mutex::new(None),
         })
     }
 
@@ -315,6 +351,8 @@ struct Fields {
     kb: Field,
     title: Field,
     text: Field,
+    text_tokens: Field,
+    title_tokens: Field,
 }
 
 impl Fields {
@@ -329,13 +367,15 @@ impl Fields {
             kb: field(KB),
             title: field(TITLE),
             text: field(TEXT),
+            text_tokens: field(TEXT_TOKENS),
+            title_tokens: field(TITLE_TOKENS),
         }
     }
 }
 
 /// The schema: the chunk id (to return and to delete by), the kb (to filter and delete
 /// by), the analyzed title, and the analyzed title-and-text (neither stored: the catalogue
-/// holds the text).
+/// holds the text), and the token counts of both (for statistics scoped to some kbs).
 fn schema() -> Schema {
     let mut builder = Schema::builder();
     builder.add_u64_field(
@@ -353,7 +393,20 @@ fn schema() -> Schema {
     );
     builder.add_text_field(TITLE, analyzed.clone());
     builder.add_text_field(TEXT, analyzed);
+    for counts in [TEXT_TOKENS, TITLE_TOKENS] {
+        builder.add_u64_field(counts, NumericOptions::default().set_fast());
+    }
     builder.build()
+}
+
+/// Tokens the analyzer makes of `text`, as tantivy counts them for BM25.
+fn count_tokens(analyzer: &mut TextAnalyzer, text: &str) -> u64 {
+    let mut stream = analyzer.token_stream(text);
+    let mut count = 0;
+    while stream.advance() {
+        count += 1;
+    }
+    count
 }
 
 fn boosted(query: Box<dyn Query>, boost: f32) -> Box<dyn Query> {
@@ -516,6 +569,53 @@ mod tests {
             .unwrap()
             .is_empty());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_filtered_search_scores_as_if_only_the_allowed_kbs_existed() {
+        let docs = |kb: &str, offset: u64| {
+            vec![
+                doc(offset + 1, kb, "Locks", "deadlock detection waits for deadlock_timeout"),
+                doc(offset + 2, kb, "Backups", "deadlock free backups run nightly"),
+                doc(offset + 3, kb, "Pools", "connection pool exhausted under load"),
+            ]
+        };
+        // The forbidden kb is full of the query's words: unscoped, it would lower their IDF.
+        let forbidden: Vec<Bm25Doc> = (0..20)
+            .map(|i| doc(100 + i, "secret", "Deadlock", "deadlock deadlock pool load"))
+            .collect();
+        let mixed_dir = temp_dir("scope-mixed");
+        let mut mixed = Bm25Index::open(&mixed_dir).unwrap();
+        mixed.add(&docs("ops", 0)).unwrap();
+        mixed.add(&forbidden).unwrap();
+        mixed.add(&[doc(9, "ops", "Gone", "deadlock pool")]).unwrap();
+        mixed.commit(1).unwrap();
+        mixed.delete_chunks(&[9]).unwrap();
+        mixed.commit(2).unwrap();
+        let alone_dir = temp_dir("scope-alone");
+        let mut alone = Bm25Index::open(&alone_dir).unwrap();
+        alone.add(&docs("ops", 0)).unwrap();
+        alone.commit(1).unwrap();
+        let ops = ["ops".to_owned()];
+        for query in ["deadlock pool load", "backups", "connection deadlock_timeout"] {
+            let scoped = mixed.search(query, Some(&ops), 10).unwrap();
+            let reference = alone.search(query, None, 10).unwrap();
+            assert_eq!(scoped, reference, "{query}");
+            assert!(!scoped.is_empty());
+        }
+        // The token totals match tantivy's own count.
+        let searcher = alone.reader.searcher();
+        let scope = scope::Scope::build(&searcher, &alone.fields).unwrap();
+        let statistics = scope.statistics(&searcher, &alone.fields, &ops);
+        use tantivy::query::Bm25StatisticsProvider;
+        for field in [alone.fields.text, alone.fields.title] {
+            assert_eq!(
+                statistics.total_num_tokens(field).unwrap(),
+                Bm25StatisticsProvider::total_num_tokens(&searcher, field).unwrap()
+            );
+        }
+        std::fs::remove_dir_all(&mixed_dir).unwrap();
+        std::fs::remove_dir_all(&alone_dir).unwrap();
     }
 
     #[test]
