@@ -38,7 +38,9 @@ use crate::runs::{
     now_secs, OutcomeKind, RoutePublic, RunEvent, RunUsage, TurnAnswer, TurnHandler, TurnInput,
     TurnOutcome, TurnSink, TurnStop,
 };
-use crate::store::{Audit, AuditEntry, AuditOutcome, RouteRecord, RouteRecords, Store};
+use crate::store::{
+    AccessControl, Audit, AuditEntry, AuditOutcome, RouteRecord, RouteRecords, Store,
+};
 
 /// The agent's settings, validated once.
 #[derive(Debug, Clone)]
@@ -87,6 +89,25 @@ pub struct Agent {
 }
 
 impl Agent {
+    /// The knowledge bases this turn's owner may read: `None` (all) for admins; nothing
+    /// when access cannot be determined (fail closed).
+    fn readable_kbs(&self, input: &TurnInput) -> Option<Vec<String>> {
+        if input.owner_role == crate::store::Role::Admin {
+            return None;
+        }
+        let readable = self
+            .store
+            .principal(input.owner_id)
+            .and_then(|principal| self.store.readable_kbs(&principal));
+        match readable {
+            Ok(names) => Some(names),
+            Err(err) => {
+                tracing::error!(run = %input.run_id, "cannot resolve knowledge access: {err}");
+                Some(Vec::new())
+            }
+        }
+    }
+
     pub fn new(
         store: Arc<Store>,
         model: Arc<dyn ChatModel>,
@@ -269,6 +290,7 @@ impl TurnHandler for Agent {
         };
         core.catalog_text = catalog.describe();
         let question = core.question.clone();
+        let readable = self.readable_kbs(input);
         let context = ToolContext {
             owner_id: input.owner_id,
             owner_role: input.owner_role,
@@ -276,7 +298,7 @@ impl TurnHandler for Agent {
             store: &self.store,
             search: self.search.as_deref(),
             skills: &self.skills,
-            readable_kbs: None,
+            readable_kbs: readable.as_deref(),
             request_text: &question,
             now_secs: now_secs(),
             action_ttl_secs: self.config.policy.action_ttl.as_secs() as i64,

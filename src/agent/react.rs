@@ -594,6 +594,7 @@ const FROM_THE_KNOWLEDGE_BASE: [&str; 2] = [
 fn citation(n: usize, passage: &Passage) -> CitationPublic {
     CitationPublic {
         n,
+        chunk_id: passage.chunk_id,
         kb: passage.kb.clone(),
         path: passage.path.clone(),
         title: passage.title.clone(),

@@ -203,6 +203,15 @@ fn turn(
     passages: Vec<&'static str>,
     text: &str,
 ) -> (TurnOutcome, Vec<RunEvent>) {
+    turn_with(fixture, model, Arc::new(FixedSearch(passages)), text)
+}
+
+fn turn_with(
+    fixture: &Fixture,
+    model: Arc<ScriptedModel>,
+    search: Arc<dyn KnowledgeSearch>,
+    text: &str,
+) -> (TurnOutcome, Vec<RunEvent>) {
     let store = &fixture.store;
     let conversation = store.create_conversation(fixture.owner, "t", 0).unwrap();
     let posted = store
@@ -210,12 +219,7 @@ fn turn(
         .unwrap();
     let run = store.claim_next("w1", 1, 300).unwrap().unwrap();
     assert_eq!(run.id, posted.run_id);
-    let agent = Agent::new(
-        store.clone(),
-        model,
-        Some(Arc::new(FixedSearch(passages))),
-        AgentConfig::default(),
-    );
+    let agent = Agent::new(store.clone(), model, Some(search), AgentConfig::default());
     let input = TurnInput {
         run_id: run.id.clone(),
         owner_id: fixture.owner,
@@ -456,4 +460,56 @@ fn an_answer_that_copies_the_hidden_thought_never_shows_it() {
         types(&events)
     );
     assert!(!leaked(&events, &answer.text), "{events:?}");
+}
+
+/// Records which knowledge bases each search was limited to.
+#[derive(Default)]
+struct ScopeRecorder(Mutex<Vec<Option<Vec<String>>>>);
+
+impl KnowledgeSearch for ScopeRecorder {
+    fn search(
+        &self,
+        _query: &str,
+        kbs: Option<&[String]>,
+        _limit: usize,
+    ) -> Result<Vec<SearchHit>, String> {
+        self.0.lock().unwrap().push(kbs.map(<[String]>::to_vec));
+        Ok(Vec::new())
+    }
+}
+
+#[test]
+fn knowledge_retrieval_searches_only_what_the_user_may_read() {
+    use crate::store::{parse_readers, AccessControl, KbCatalog};
+    let f = fixture();
+    f.store.create_group("ops", 0).unwrap();
+    for (kb, readers) in [("hr", ""), ("ops", "group:ops"), ("public", "role:viewer")] {
+        f.store.create_kb(kb, &format!("/srv/{kb}"), 0).unwrap();
+        f.store
+            .set_kb_readers(kb, &parse_readers(readers).unwrap())
+            .unwrap();
+    }
+    let recorder = Arc::new(ScopeRecorder::default());
+    let answer = step(json!({"type": "RESPOND", "reason": "r", "answer": "Nothing."}));
+    let (_, _) = turn_with(
+        &f,
+        ScriptedModel::new(&[answer.clone()]),
+        recorder.clone(),
+        "what is a deadlock?",
+    );
+    f.store.add_to_group("ann", "ops").unwrap();
+    let (_, _) = turn_with(
+        &f,
+        ScriptedModel::new(&[answer]),
+        recorder.clone(),
+        "what is a deadlock?",
+    );
+    let seen = recorder.0.lock().unwrap();
+    assert_eq!(
+        *seen,
+        [
+            Some(vec!["public".to_owned()]),
+            Some(vec!["ops".to_owned(), "public".to_owned()])
+        ]
+    );
 }

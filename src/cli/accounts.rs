@@ -1,4 +1,4 @@
-//! `warden user add|list|disable` and `warden token create|list|revoke`: account
+//! `warden user add|list|disable|groups` and `warden token create|list|revoke`: account
 //! administration on the data folder's database (works while the server runs). Every
 //! change is audited with the actor `cli`.
 
@@ -10,7 +10,7 @@ use clap::Subcommand;
 
 use super::DataFlags;
 use crate::runs::now_secs;
-use crate::store::{Accounts, Audit, AuditEntry, AuditOutcome, Role, Store};
+use crate::store::{AccessControl, Accounts, Audit, AuditEntry, AuditOutcome, Role, Store};
 
 /// The audit actor of changes made from the command line.
 const CLI_ACTOR: &str = "cli";
@@ -25,6 +25,19 @@ pub enum UserCommand {
         /// Read the password from standard input (required: it never goes on the command line).
         #[arg(long)]
         password_stdin: bool,
+        /// A group the user joins (repeatable; the group must exist).
+        #[arg(long = "group", value_name = "GROUP")]
+        groups: Vec<String>,
+        #[command(flatten)]
+        data: DataFlags,
+    },
+    /// Show a user's groups, adding or removing some first.
+    Groups {
+        name: String,
+        #[arg(long = "add", value_name = "GROUP")]
+        add: Vec<String>,
+        #[arg(long = "remove", value_name = "GROUP")]
+        remove: Vec<String>,
         #[command(flatten)]
         data: DataFlags,
     },
@@ -94,6 +107,7 @@ pub fn run_user(command: UserCommand) -> anyhow::Result<ExitCode> {
             name,
             role,
             password_stdin,
+            groups,
             data,
         } => {
             if !password_stdin {
@@ -101,20 +115,71 @@ pub fn run_user(command: UserCommand) -> anyhow::Result<ExitCode> {
             }
             let password = read_password()?;
             let store = open(&data)?;
+            let known: Vec<String> = store.groups()?.into_iter().map(|g| g.name).collect();
+            if let Some(missing) = groups.iter().find(|g| !known.contains(g)) {
+                anyhow::bail!("cannot add user `{name}`: no group named `{missing}` (create it with `warden group add {missing}`)");
+            }
             let user = store
                 .create_user(&name, role.into(), &password, now_secs())
                 .with_context(|| format!("cannot add user `{name}`"))?;
             audit(&store, "user.create", &user.name)?;
+            for group in &groups {
+                store
+                    .add_to_group(&user.name, group)
+                    .with_context(|| format!("cannot add `{name}` to group `{group}`"))?;
+            }
             println!("added user {} ({})", user.name, user.role);
         }
+        UserCommand::Groups {
+            name,
+            add,
+            remove,
+            data,
+        } => {
+            let store = open(&data)?;
+            for group in &add {
+                store
+                    .add_to_group(&name, group)
+                    .with_context(|| format!("cannot add `{name}` to group `{group}`"))?;
+                audit(&store, "group.member_add", &format!("{group}/{name}"))?;
+            }
+            for group in &remove {
+                store
+                    .remove_from_group(&name, group)
+                    .with_context(|| format!("cannot remove `{name}` from group `{group}`"))?;
+                audit(&store, "group.member_remove", &format!("{group}/{name}"))?;
+            }
+            let user = store
+                .user_by_name(&name)
+                .with_context(|| format!("no user `{name}`"))?;
+            println!("{}: {}", user.name, store.groups_of(user.id)?.join(","));
+        }
         UserCommand::List { json, data } => {
-            let users = open(&data)?.users()?;
+            let store = open(&data)?;
+            let mut listed = Vec::new();
+            for user in store.users()? {
+                let groups = store.groups_of(user.id)?;
+                listed.push((user, groups));
+            }
             if json {
+                let users: Vec<serde_json::Value> = listed
+                    .iter()
+                    .map(|(user, groups)| {
+                        let mut value = serde_json::to_value(user).unwrap_or_default();
+                        value["groups"] = serde_json::json!(groups);
+                        value
+                    })
+                    .collect();
                 println!("{}", serde_json::to_string_pretty(&users)?);
             } else {
-                for user in users {
+                for (user, groups) in listed {
                     let state = if user.disabled { "disabled" } else { "enabled" };
-                    println!("{:<24} {:<9} {state}", user.name, user.role.as_str());
+                    println!(
+                        "{:<24} {:<9} {state:<9} {}",
+                        user.name,
+                        user.role.as_str(),
+                        groups.join(",")
+                    );
                 }
             }
         }
@@ -190,7 +255,7 @@ fn read_password() -> anyhow::Result<String> {
     Ok(line.trim_end_matches(['\r', '\n']).to_owned())
 }
 
-fn audit(store: &Store, action: &str, target: &str) -> anyhow::Result<()> {
+pub(super) fn audit(store: &Store, action: &str, target: &str) -> anyhow::Result<()> {
     let entry = AuditEntry {
         actor: CLI_ACTOR,
         action,

@@ -1,17 +1,22 @@
-//! `warden kb add|list|sync|remove|search`: knowledge-base administration from the terminal,
-//! with a progress bar for long syncs.
+//! `warden kb add|list|sync|remove|search|readers`: knowledge-base administration from the
+//! terminal, with a progress bar for long syncs. The host's command line may add any
+//! folder and read every knowledge base; `kb search --as USER` shows what that user would
+//! find (their readable knowledge bases only).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context;
 use clap::Subcommand;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::DataFlags;
 use crate::config::{ModelFlags, Needs, RetrievalFlags};
 use crate::retrieval::{Library, Progress, RetrievalConfig, SearchMode, SyncReport};
+use crate::store::{AccessControl, Accounts, KbCatalog, Reader, Store};
 
 #[derive(Debug, Subcommand)]
 pub enum KbCommand {
@@ -20,6 +25,10 @@ pub enum KbCommand {
         path: PathBuf,
         #[arg(long)]
         name: String,
+        /// Who may read it besides admins, e.g. `role:operator,group:ops,user:alice`
+        /// (`role:viewer` is everyone); none: admins only.
+        #[arg(long, default_value = "")]
+        readers: String,
         #[command(flatten)]
         data: DataFlags,
         #[command(flatten)]
@@ -50,10 +59,23 @@ pub enum KbCommand {
         #[command(flatten)]
         models: ModelFlags,
     },
+    /// Show or replace who may read a knowledge base besides admins.
+    Readers {
+        name: String,
+        /// The new readers, comma-separated (`--set ""`: admins only).
+        #[arg(long)]
+        set: Option<String>,
+        #[command(flatten)]
+        data: DataFlags,
+    },
     /// Search a knowledge base.
     Search {
         name: String,
         query: String,
+        /// Search as this user: a knowledge base they may not read is refused like a
+        /// missing one.
+        #[arg(long = "as", value_name = "USER")]
+        as_user: Option<String>,
         #[arg(long, value_enum, default_value = "hybrid")]
         mode: SearchMode,
         #[arg(long, default_value_t = 5)]
@@ -74,39 +96,78 @@ pub fn run(command: KbCommand) -> anyhow::Result<ExitCode> {
         KbCommand::Add {
             path,
             name,
+            readers,
             data,
             models,
         } => {
-            let library = open(&data, &models, RetrievalConfig::default())?;
+            let readers = parse_readers(&readers)?;
+            let (store, library) = open(&data, &models, RetrievalConfig::default())?;
             library.add(&name, &path)?;
+            if let Err(err) = store.set_kb_readers(&name, &readers) {
+                library.remove(&name)?;
+                return Err(err).context(format!("cannot add knowledge base `{name}`"));
+            }
+            super::accounts::audit(&store, "kb.add", &name)?;
             print_report(&sync_with_progress(&library, &name)?);
         }
         KbCommand::List { json, data, models } => {
-            let library = open(&data, &models, RetrievalConfig::default())?;
+            let (_, library) = open(&data, &models, RetrievalConfig::default())?;
             let kbs = library.list()?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&kbs)?);
             } else {
-                println!("{:<24} {:>9} {:>8}  root", "name", "documents", "chunks");
+                println!(
+                    "{:<24} {:>9} {:>8}  {:<32} root",
+                    "name", "documents", "chunks", "readers"
+                );
                 for kb in kbs {
+                    let readers = if kb.readers.is_empty() {
+                        "(admins only)".to_owned()
+                    } else {
+                        kb.readers.join(",")
+                    };
                     println!(
-                        "{:<24} {:>9} {:>8}  {}",
+                        "{:<24} {:>9} {:>8}  {readers:<32} {}",
                         kb.name, kb.documents, kb.chunks, kb.root
                     );
                 }
             }
         }
+        KbCommand::Readers { name, set, data } => {
+            let store = super::accounts::open(&data)?;
+            let record = match set {
+                Some(list) => {
+                    let readers = parse_readers(&list)?;
+                    let record = store
+                        .set_kb_readers(&name, &readers)
+                        .with_context(|| format!("cannot set the readers of `{name}`"))?;
+                    super::accounts::audit(&store, "kb.readers", &name)?;
+                    record
+                }
+                None => store
+                    .knowledge_base(&name)
+                    .with_context(|| format!("no knowledge base `{name}`"))?,
+            };
+            if record.readers.is_empty() {
+                println!("{}: admins only", record.name);
+            } else {
+                println!("{}: {}", record.name, record.readers.join(","));
+            }
+        }
         KbCommand::Sync { name, data, models } => {
-            let library = open(&data, &models, RetrievalConfig::default())?;
+            let (_, library) = open(&data, &models, RetrievalConfig::default())?;
             print_report(&sync_with_progress(&library, &name)?);
         }
         KbCommand::Remove { name, data, models } => {
-            open(&data, &models, RetrievalConfig::default())?.remove(&name)?;
+            open(&data, &models, RetrievalConfig::default())?
+                .1
+                .remove(&name)?;
             println!("removed knowledge base `{name}`");
         }
         KbCommand::Search {
             name,
             query,
+            as_user,
             mode,
             limit,
             json,
@@ -114,7 +175,21 @@ pub fn run(command: KbCommand) -> anyhow::Result<ExitCode> {
             models,
             retrieval,
         } => {
-            let library = open(&data, &models, retrieval.config()?)?;
+            let (store, library) = open(&data, &models, retrieval.config()?)?;
+            if let Some(user) = as_user {
+                let user = store
+                    .user_by_name(&user)
+                    .with_context(|| format!("no user `{user}`"))?;
+                let principal = store.principal(user.id)?;
+                let readable = store.readable_kbs(&principal)?;
+                if !readable.contains(&name) {
+                    anyhow::bail!("no knowledge base `{name}` that {} may read", user.name);
+                }
+            } else {
+                store
+                    .knowledge_base(&name)
+                    .with_context(|| format!("no knowledge base `{name}`"))?;
+            }
             let hits = library.search(&query, Some(&[name]), mode, limit.clamp(1, 100))?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&hits)?);
@@ -142,14 +217,20 @@ fn open(
     data: &DataFlags,
     models: &ModelFlags,
     retrieval: RetrievalConfig,
-) -> anyhow::Result<Library> {
+) -> anyhow::Result<(Arc<Store>, Library)> {
     let engine = super::load_engine(models, Needs::Embedding)?;
     let Some(embedder) = engine.embed_model(None) else {
         anyhow::bail!("no embedding model loaded")
     };
-    let (_store, library) =
-        crate::knowledge::open_library(&data.data, embedder.clone(), retrieval)?;
-    Ok(library)
+    Ok(crate::knowledge::open_library(
+        &data.data,
+        embedder.clone(),
+        retrieval,
+    )?)
+}
+
+fn parse_readers(list: &str) -> anyhow::Result<Vec<Reader>> {
+    crate::store::parse_readers(list).context("invalid --readers")
 }
 
 fn sync_with_progress(library: &Library, name: &str) -> anyhow::Result<SyncReport> {

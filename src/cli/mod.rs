@@ -10,6 +10,7 @@ mod diagnose;
 mod eval;
 mod eval_conversations;
 mod eval_diagnostics;
+mod groups;
 mod incidents;
 mod kb;
 mod maintenance;
@@ -60,10 +61,15 @@ enum Command {
         #[command(subcommand)]
         command: eval::EvalCommand,
     },
-    /// Users: add, list, disable.
+    /// Users: add, list, disable, groups.
     User {
         #[command(subcommand)]
         command: accounts::UserCommand,
+    },
+    /// Groups of users (knowledge-base readers name them as `group:NAME`).
+    Group {
+        #[command(subcommand)]
+        command: groups::GroupCommand,
     },
     /// API tokens: create, list, revoke.
     Token {
@@ -107,6 +113,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Kb { command } => kb::run(command),
         Command::Eval { command } => eval::run(command),
         Command::User { command } => accounts::run_user(command),
+        Command::Group { command } => groups::run(command),
         Command::Token { command } => accounts::run_token(command),
         Command::Incident { command } => incidents::run(command),
         Command::Diagnose(args) => diagnose::run(args),

@@ -19,7 +19,7 @@ use crate::engine::Engine;
 use crate::http::{self, AppState, LoginLimiter, SessionConfig};
 use crate::retrieval::{Library, RetrievalConfig};
 use crate::runs::{EventBus, RunConfig, RunService, RunWorkers};
-use crate::store::{Accounts, Store};
+use crate::store::{AccessControl, Accounts, Reader, Role, Store};
 
 /// The knowledge base the sample folder becomes.
 const SAMPLE_KB: &str = "sample";
@@ -88,7 +88,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         args.retrieval.config()?,
     );
     if let Some(library) = &library {
-        load_sample_on_first_start(library.clone(), &args.sample_kb);
+        load_sample_on_first_start(library.clone(), store.clone(), &args.sample_kb);
         if args.watch > 0 {
             watch_folders(library.clone(), Duration::from_secs(args.watch));
         }
@@ -259,8 +259,9 @@ fn open_library(
     }
 }
 
-/// On a fresh data folder, ingests the sample knowledge base in the background.
-fn load_sample_on_first_start(library: Arc<Library>, folder: &Path) {
+/// On a fresh data folder, ingests the sample knowledge base in the background, readable
+/// by every user.
+fn load_sample_on_first_start(library: Arc<Library>, store: Arc<Store>, folder: &Path) {
     let first_start = matches!(library.list(), Ok(kbs) if kbs.is_empty());
     if !first_start || !folder.is_dir() {
         return;
@@ -273,6 +274,11 @@ fn load_sample_on_first_start(library: Arc<Library>, folder: &Path) {
             let result = library
                 .add(SAMPLE_KB, &folder)
                 .map_err(|e| e.to_string())
+                .and_then(|_| {
+                    store
+                        .set_kb_readers(SAMPLE_KB, &[Reader::Role(Role::Viewer)])
+                        .map_err(|e| e.to_string())
+                })
                 .and_then(|_| {
                     library
                         .sync(SAMPLE_KB, &mut |_| {}, &never)

@@ -575,9 +575,24 @@ mod tests {
     fn a_filtered_search_scores_as_if_only_the_allowed_kbs_existed() {
         let docs = |kb: &str, offset: u64| {
             vec![
-                doc(offset + 1, kb, "Locks", "deadlock detection waits for deadlock_timeout"),
-                doc(offset + 2, kb, "Backups", "deadlock free backups run nightly"),
-                doc(offset + 3, kb, "Pools", "connection pool exhausted under load"),
+                doc(
+                    offset + 1,
+                    kb,
+                    "Locks",
+                    "deadlock detection waits for deadlock_timeout",
+                ),
+                doc(
+                    offset + 2,
+                    kb,
+                    "Backups",
+                    "deadlock free backups run nightly",
+                ),
+                doc(
+                    offset + 3,
+                    kb,
+                    "Pools",
+                    "connection pool exhausted under load",
+                ),
             ]
         };
         // The forbidden kb is full of the query's words: unscoped, it would lower their IDF.
@@ -588,7 +603,9 @@ mod tests {
         let mut mixed = Bm25Index::open(&mixed_dir).unwrap();
         mixed.add(&docs("ops", 0)).unwrap();
         mixed.add(&forbidden).unwrap();
-        mixed.add(&[doc(9, "ops", "Gone", "deadlock pool")]).unwrap();
+        mixed
+            .add(&[doc(9, "ops", "Gone", "deadlock pool")])
+            .unwrap();
         mixed.commit(1).unwrap();
         mixed.delete_chunks(&[9]).unwrap();
         mixed.commit(2).unwrap();
@@ -597,7 +614,11 @@ mod tests {
         alone.add(&docs("ops", 0)).unwrap();
         alone.commit(1).unwrap();
         let ops = ["ops".to_owned()];
-        for query in ["deadlock pool load", "backups", "connection deadlock_timeout"] {
+        for query in [
+            "deadlock pool load",
+            "backups",
+            "connection deadlock_timeout",
+        ] {
             let scoped = mixed.search(query, Some(&ops), 10).unwrap();
             let reference = alone.search(query, None, 10).unwrap();
             assert_eq!(scoped, reference, "{query}");

@@ -53,6 +53,9 @@ pub struct RoutePublic {
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct CitationPublic {
     pub n: usize,
+    /// The catalogue chunk, for `GET /api/kb/passages/{chunk_id}`.
+    #[serde(default)]
+    pub chunk_id: u64,
     pub kb: String,
     pub path: String,
     pub title: Option<String>,

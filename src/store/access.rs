@@ -145,10 +145,14 @@ impl AccessControl for Store {
         validate_group_name(name)?;
         self.write(|t| {
             let exists: Option<i64> = t
-                .query_row("SELECT id FROM groups WHERE name = ?1", [name], |r| r.get(0))
+                .query_row("SELECT id FROM groups WHERE name = ?1", [name], |r| {
+                    r.get(0)
+                })
                 .optional()?;
             if exists.is_some() {
-                return Err(StoreError::Conflict(format!("group `{name}` already exists")));
+                return Err(StoreError::Conflict(format!(
+                    "group `{name}` already exists"
+                )));
             }
             t.execute(
                 "INSERT INTO groups (name, created_at) VALUES (?1, ?2)",
@@ -266,9 +270,7 @@ impl AccessControl for Store {
                     }
                     Reader::User(name) => {
                         let found: Option<i64> = t
-                            .query_row("SELECT id FROM users WHERE name = ?1", [name], |r| {
-                                r.get(0)
-                            })
+                            .query_row("SELECT id FROM users WHERE name = ?1", [name], |r| r.get(0))
                             .optional()?;
                         if found.is_none() {
                             return Err(StoreError::NotFound(format!("user `{name}`")));
@@ -300,9 +302,11 @@ impl AccessControl for Store {
 }
 
 fn group_id(t: &rusqlite::Connection, name: &str) -> Result<i64> {
-    t.query_row("SELECT id FROM groups WHERE name = ?1", [name], |r| r.get(0))
-        .optional()?
-        .ok_or_else(|| StoreError::NotFound(format!("group `{name}`")))
+    t.query_row("SELECT id FROM groups WHERE name = ?1", [name], |r| {
+        r.get(0)
+    })
+    .optional()?
+    .ok_or_else(|| StoreError::NotFound(format!("group `{name}`")))
 }
 
 #[cfg(test)]
@@ -322,7 +326,14 @@ mod tests {
         let readers = parse_readers(" role:operator, group:ops,user:alice ,").unwrap();
         let printed: Vec<String> = readers.iter().map(Reader::to_string).collect();
         assert_eq!(printed, ["role:operator", "group:ops", "user:alice"]);
-        for bad in ["role:root", "team:x", "group:", "group:a b", "alice", "user:"] {
+        for bad in [
+            "role:root",
+            "team:x",
+            "group:",
+            "group:a b",
+            "alice",
+            "user:",
+        ] {
             assert!(bad.parse::<Reader>().is_err(), "{bad}");
         }
         assert!(parse_readers("").unwrap().is_empty());
@@ -375,7 +386,10 @@ mod tests {
                 Err(StoreError::NotFound(_))
             ));
         }
-        assert_eq!(store.knowledge_base("hr").unwrap().readers, ["group:hr-team"]);
+        assert_eq!(
+            store.knowledge_base("hr").unwrap().readers,
+            ["group:hr-team"]
+        );
         // Removing the group removes what it granted, also for a later namesake.
         store.remove_group("hr-team").unwrap();
         assert!(store.knowledge_base("hr").unwrap().readers.is_empty());

@@ -98,6 +98,9 @@ pub trait KbCatalog {
     /// Deletes a knowledge base and records `generation`; returns its chunk ids.
     fn remove_kb(&self, name: &str, generation: u64) -> Result<Vec<u64>>;
     fn chunks(&self, ids: &[u64]) -> Result<Vec<CatalogChunk>>;
+    /// The chunk and up to `radius` chunks either side of it in its document, in order;
+    /// empty when there is no such chunk.
+    fn chunks_around(&self, id: u64, radius: u32) -> Result<Vec<CatalogChunk>>;
     /// Visits every chunk with its embedding, in id order (index rebuilds).
     fn for_each_chunk(
         &self,
@@ -217,6 +220,20 @@ impl KbCatalog for Store {
                 params![now, kb_id],
             )?;
             set_generation(t, generation)
+        })
+    }
+
+    fn chunks_around(&self, id: u64, radius: u32) -> Result<Vec<CatalogChunk>> {
+        self.read(|c| {
+            let mut statement = c.prepare(&format!(
+                "{CHUNK_SELECT} JOIN kb_chunks target ON target.document_id = c.document_id \
+                 WHERE target.id = ?1 AND c.ordinal BETWEEN target.ordinal - ?2 AND target.ordinal + ?2 \
+                 ORDER BY c.ordinal"
+            ))?;
+            let rows = statement.query_map(params![id as i64, radius], chunk_from_row)?;
+            Ok(rows
+                .map(|row| row.map(|(chunk, _)| chunk))
+                .collect::<rusqlite::Result<_>>()?)
         })
     }
 

@@ -30,8 +30,8 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 
 pub use access::{
-    parse_readers, validate_group_name, AccessControl, Group, Principal, Reader, MAX_GROUP_NAME_CHARS,
-    MAX_READERS,
+    parse_readers, validate_group_name, AccessControl, Group, Principal, Reader,
+    MAX_GROUP_NAME_CHARS, MAX_READERS,
 };
 pub use accounts::{
     Accounts, ApiToken, NewApiToken, NewSession, Role, User, BOOTSTRAP_TOKEN_LIFETIME_SECS,

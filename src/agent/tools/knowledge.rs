@@ -22,6 +22,9 @@ const MAX_HITS: u64 = 5;
 /// One retrieved passage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Passage {
+    /// The catalogue chunk (opens the passage viewer); 0 in results stored before it.
+    #[serde(default)]
+    pub chunk_id: u64,
     pub kb: String,
     pub path: String,
     pub title: Option<String>,
@@ -95,6 +98,7 @@ fn passage(hit: &SearchHit) -> Passage {
         (None, None) => false,
     };
     Passage {
+        chunk_id: hit.chunk_id,
         kb: hit.citation.kb.clone(),
         path: hit.citation.path.clone(),
         title: hit.citation.title.clone(),

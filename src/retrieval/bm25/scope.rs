@@ -54,8 +54,8 @@ impl Scope {
                 if scope.totals.len() <= ordinal as usize {
                     scope.totals.push(Totals::default());
                 }
-                let mut postings =
-                    inverted.read_postings_from_terminfo(terms.value(), IndexRecordOption::Basic)?;
+                let mut postings = inverted
+                    .read_postings_from_terminfo(terms.value(), IndexRecordOption::Basic)?;
                 let mut doc = postings.doc();
                 while doc != TERMINATED {
                     if !segment.is_deleted(doc) {
@@ -156,8 +156,7 @@ impl Bm25StatisticsProvider for ScopedStatistics<'_> {
         let mut count = 0;
         for (index, segment) in self.searcher.segment_readers().iter().enumerate() {
             let inverted = segment.inverted_index(term.field())?;
-            let Some(mut postings) = inverted.read_postings(term, IndexRecordOption::Basic)?
-            else {
+            let Some(mut postings) = inverted.read_postings(term, IndexRecordOption::Basic)? else {
                 continue;
             };
             let mut doc = postings.doc();
