@@ -145,6 +145,8 @@ fn every_route_answers_each_kind_of_caller_as_documented() {
         POST   /api/kb                               400 403 403 403 401 401
         POST   /api/kb/nope/sync                     404 404 403 404 401 401
         DELETE /api/kb/nope                          404 403 403 403 401 401
+        PUT    /api/kb/nope/readers                  404 403 403 403 401 401
+        GET    /api/kb/passages/999999               404 404 404 404 401 401
         GET    /api/diagnostics                      200 200 200 200 401 401
         POST   /api/diagnostics                      404 404 403 404 401 401
         GET    /api/diagnostics/diagnostic_none      404 404 404 404 401 401
@@ -155,6 +157,7 @@ fn every_route_answers_each_kind_of_caller_as_documented() {
             ("POST", "/v1/embeddings") => Some(json!({"input": "disk full"})),
             ("POST", "/api/conversations") => Some(json!({"title": "x"})),
             ("POST", "/api/kb") => Some(json!({"name": "x", "path": "/nonexistent/folder"})),
+            ("PUT", "/api/kb/nope/readers") => Some(json!({"readers": ["role:viewer"]})),
             ("POST", "/api/diagnostics") => Some(json!({"incident_id": "incident_none"})),
             ("POST", p) if p == messages_path => Some(json!({"content": "hello?"})),
             _ => None,
@@ -170,7 +173,7 @@ fn every_route_answers_each_kind_of_caller_as_documented() {
             Some((method, path, expected))
         })
         .collect();
-    assert_eq!(matrix.len(), 20);
+    assert_eq!(matrix.len(), 22);
     let mut failures = Vec::new();
     for (method, path, expected) in &matrix {
         assert_eq!(expected.len(), EVERYONE.len(), "{method} {path}");

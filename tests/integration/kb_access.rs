@@ -25,7 +25,7 @@ const KBS: [(&str, &str, &str); 4] = [
     (
         "ops",
         "group:ops",
-        "# Deadlock runbook\n\nFind the blocking session in pg_locks, then the deadlock victim in the log.\n",
+        "# Lock runbook\n\nFind the blocked query in pg_locks, then the deadlock victim in the log.\n",
     ),
     (
         "eng",
@@ -35,7 +35,7 @@ const KBS: [(&str, &str, &str); 4] = [
     (
         "hr",
         "",
-        "# Payroll deadlock\n\nDeadlock deadlock: the payroll deadlock blocking session during the salary review. Deadlock blocking session deadlock.\n",
+        "# Deadlock blocking session\n\nA deadlock blocking session: the blocking session of the payroll deadlock during the salary review.\n",
     ),
 ];
 
@@ -243,7 +243,7 @@ fn each_caller_finds_only_the_knowledge_bases_they_may_read() {
         .0,
         404
     );
-    let ops_chunk = hits(&get(&server, &token("olive"), "/api/kb/search?q=runbook&kb=ops").1)[0].1;
+    let ops_chunk = hits(&get(&server, &token("olive"), "/api/kb/search?q=pg_locks&kb=ops").1)[0].1;
     let (status, passage) = get(
         &server,
         &token("olive"),
