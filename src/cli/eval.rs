@@ -27,6 +27,13 @@ pub enum EvalCommand {
         split: String,
         #[arg(long, value_enum, default_value = "hybrid")]
         mode: SearchMode,
+        /// Split the corpus into this many knowledge bases (documents dealt round robin).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+        kbs: u16,
+        /// With --kbs: also time every query limited to the first N knowledge bases (a
+        /// caller who may read N of them), against the same query unfiltered.
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+        readable: Option<u16>,
         /// Print JSON (the only output format; kept for clarity in scripts).
         #[arg(long)]
         json: bool,
@@ -106,6 +113,8 @@ pub fn run(command: EvalCommand) -> anyhow::Result<ExitCode> {
         beir: dir,
         split,
         mode,
+        kbs,
+        readable,
         models,
         retrieval,
         ..
@@ -113,6 +122,11 @@ pub fn run(command: EvalCommand) -> anyhow::Result<ExitCode> {
     else {
         anyhow::bail!("unknown evaluation");
     };
+    let kbs = usize::from(kbs);
+    let readable = readable.map(usize::from);
+    if readable.is_some_and(|r| r > kbs) {
+        anyhow::bail!("--readable cannot exceed --kbs");
+    }
     let set = beir::load(&dir, &split)?;
     if set.queries.is_empty() {
         anyhow::bail!("{} has no judged queries in split `{split}`", dir.display());
@@ -135,14 +149,25 @@ pub fn run(command: EvalCommand) -> anyhow::Result<ExitCode> {
         crate::knowledge::open_library(data.path(), embedder.clone(), retrieval.config()?)?
     };
     let docs = set.corpus.len();
-    let documents: Vec<InlineDocument> = set
-        .corpus
-        .into_iter()
-        .map(|(path, document)| InlineDocument { path, document })
-        .collect();
+    let names: Vec<String> = if kbs == 1 {
+        vec!["eval".to_owned()]
+    } else {
+        (1..=kbs).map(|i| format!("eval-{i}")).collect()
+    };
+    let mut shares: Vec<Vec<InlineDocument>> = (0..kbs).map(|_| Vec::new()).collect();
+    for (i, (path, document)) in set.corpus.into_iter().enumerate() {
+        shares[i % kbs].push(InlineDocument { path, document });
+    }
     let started = Instant::now();
-    let report = library.ingest_inline("eval", &dir, documents, &mut |_| {})?;
+    let mut chunks_indexed = 0;
+    for (name, documents) in names.iter().zip(shares) {
+        chunks_indexed += library
+            .ingest_inline(name, &dir, documents, &mut |_| {})?
+            .chunks_indexed;
+    }
     let index_seconds = started.elapsed().as_secs_f64();
+    let allowed: Option<Vec<String>> = readable.map(|r| names[..r].to_vec());
+    let mut filtered_latencies = Vec::new();
 
     let (mut ndcg, mut recall, mut mrr) = (0.0, 0.0, 0.0);
     let mut latencies = Vec::with_capacity(set.queries.len());
@@ -150,6 +175,11 @@ pub fn run(command: EvalCommand) -> anyhow::Result<ExitCode> {
         let started = Instant::now();
         let hits = library.search(text, None, mode, RANKED_DOCUMENTS * 2)?;
         latencies.push(started.elapsed().as_secs_f64() * 1e3);
+        if let Some(allowed) = &allowed {
+            let started = Instant::now();
+            library.search(text, Some(allowed), mode, RANKED_DOCUMENTS * 2)?;
+            filtered_latencies.push(started.elapsed().as_secs_f64() * 1e3);
+        }
         let mut seen = HashSet::new();
         let ranked: Vec<String> = hits
             .into_iter()
@@ -163,8 +193,27 @@ pub fn run(command: EvalCommand) -> anyhow::Result<ExitCode> {
         mrr += beir::mrr_at(&ranked, relevant, 10);
     }
     let queries = set.queries.len() as f64;
-    latencies.sort_by(f64::total_cmp);
-    let percentile = |p: f64| latencies[((latencies.len() as f64 - 1.0) * p).round() as usize];
+    let percentile = |values: &mut Vec<f64>, p: f64| {
+        values.sort_by(f64::total_cmp);
+        values
+            .get(((values.len() as f64 - 1.0) * p).round() as usize)
+            .copied()
+            .unwrap_or(0.0)
+    };
+    let (p50, p95) = (percentile(&mut latencies, 0.5), percentile(&mut latencies, 0.95));
+    let access_filter = readable.map(|readable| {
+        let (f50, f95) = (
+            percentile(&mut filtered_latencies, 0.5),
+            percentile(&mut filtered_latencies, 0.95),
+        );
+        json!({
+            "kbs": kbs,
+            "readable": readable,
+            "query_p50_ms": f50,
+            "query_p95_ms": f95,
+            "p95_ratio_to_unfiltered": f95 / p95.max(1e-9),
+        })
+    });
     println!(
         "{}",
         json!({
@@ -180,11 +229,13 @@ pub fn run(command: EvalCommand) -> anyhow::Result<ExitCode> {
             "mrr_at_10": mrr / queries,
             "queries": set.queries.len(),
             "docs": docs,
-            "chunks": report.chunks_indexed,
+            "kbs": kbs,
+            "chunks": chunks_indexed,
             "index_seconds": index_seconds,
-            "chunks_per_s": report.chunks_indexed as f64 / index_seconds.max(1e-9),
-            "query_p50_ms": percentile(0.5),
-            "query_p95_ms": percentile(0.95),
+            "chunks_per_s": chunks_indexed as f64 / index_seconds.max(1e-9),
+            "query_p50_ms": p50,
+            "query_p95_ms": p95,
+            "access_filter": access_filter,
         })
     );
     Ok(ExitCode::SUCCESS)
