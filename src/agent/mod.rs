@@ -11,6 +11,7 @@ mod direct;
 pub mod history;
 pub mod llm;
 pub mod policy;
+pub mod policy_file;
 mod react;
 pub mod router;
 pub mod safety;

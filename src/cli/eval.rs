@@ -200,7 +200,10 @@ pub fn run(command: EvalCommand) -> anyhow::Result<ExitCode> {
             .copied()
             .unwrap_or(0.0)
     };
-    let (p50, p95) = (percentile(&mut latencies, 0.5), percentile(&mut latencies, 0.95));
+    let (p50, p95) = (
+        percentile(&mut latencies, 0.5),
+        percentile(&mut latencies, 0.95),
+    );
     let access_filter = readable.map(|readable| {
         let (f50, f95) = (
             percentile(&mut filtered_latencies, 0.5),

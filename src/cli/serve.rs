@@ -12,6 +12,7 @@ use anyhow::Context;
 
 use super::DataFlags;
 use crate::agent::backends::{EngineChatModel, KnowledgeSearch, LibrarySearch};
+use crate::agent::policy::PolicyConfig;
 use crate::agent::{Agent, AgentConfig};
 use crate::config::{AlertFlags, ModelFlags, RetrievalFlags, ServeConfig};
 use crate::diagnostics::{DiagnosticRunner, Playbooks};
@@ -62,6 +63,9 @@ pub struct ServeArgs {
     /// (unset: every diagnostic tool answers "unavailable" until live connectors exist).
     #[arg(long, env = "WARDEN_DIAGNOSTICS_SOURCE")]
     diagnostics_source: Option<PathBuf>,
+    /// TOML file of the chat agent's budgets and thresholds (README: "The chat agent").
+    #[arg(long, env = "WARDEN_AGENT_POLICY")]
+    agent_policy: Option<PathBuf>,
 }
 
 /// The file a server holds locked while it uses a data folder.
@@ -205,6 +209,7 @@ fn start_runs(
         Arc::new(EngineChatModel(chat.clone())),
         knowledge.clone(),
         AgentConfig {
+            policy: agent_policy(args.agent_policy.as_deref())?,
             skills_dir: args.sample_kb.join("skills"),
             max_answer_tokens: args.max_answer_tokens as usize,
             ..AgentConfig::default()
@@ -257,6 +262,17 @@ fn open_library(
             None
         }
     }
+}
+
+/// The agent's policy numbers: the defaults, or a policy file over them.
+fn agent_policy(file: Option<&Path>) -> anyhow::Result<PolicyConfig> {
+    let Some(file) = file else {
+        return Ok(PolicyConfig::default());
+    };
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("cannot read the agent policy {}", file.display()))?;
+    crate::agent::policy_file::parse(&text)
+        .with_context(|| format!("invalid agent policy {}", file.display()))
 }
 
 /// On a fresh data folder, ingests the sample knowledge base in the background, readable

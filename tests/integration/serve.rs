@@ -108,3 +108,33 @@ fn a_disconnected_client_frees_the_model() {
         started.elapsed()
     );
 }
+
+#[test]
+fn a_bad_agent_policy_stops_the_server_at_start_with_the_key() {
+    let data = tempfile::tempdir().expect("temp dir");
+    let policy = crate::util::write_file(
+        data.path(),
+        "policy.toml",
+        b"[chat]\nmax_tool_calls = 500\n",
+    );
+    let output = crate::util::warden()
+        .args([
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--sample-kb",
+            "/nonexistent",
+            "--data",
+        ])
+        .arg(data.path().join("d"))
+        .arg("--agent-policy")
+        .arg(&policy)
+        .output()
+        .expect("run warden serve");
+    assert!(!output.status.success());
+    let stderr = crate::util::stderr(&output);
+    assert!(
+        stderr.contains("chat.max_tool_calls") && stderr.contains("policy.toml"),
+        "{stderr}"
+    );
+}
