@@ -1,9 +1,9 @@
 //! `warden kb add|list|sync|remove|search`: knowledge-base administration from the terminal,
-//! with a progress bar for long syncs.
+//! with a progress bar for long syncs. The host may add any folder (no `--kb-roots`), but
+//! never Warden's data or models folder.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use clap::Subcommand;
@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::DataFlags;
 use crate::config::{ModelFlags, Needs, RetrievalFlags};
-use crate::retrieval::{Library, Progress, RetrievalConfig, SearchMode, SyncReport};
+use crate::retrieval::{AddedBy, Library, Progress, RetrievalConfig, SearchMode, SyncReport};
 
 #[derive(Debug, Subcommand)]
 pub enum KbCommand {
@@ -77,8 +77,10 @@ pub fn run(command: KbCommand) -> anyhow::Result<ExitCode> {
             data,
             models,
         } => {
-            let library = open(&data, &models, RetrievalConfig::default())?;
-            library.add(&name, &path)?;
+            let mut config = RetrievalConfig::default();
+            config.roots.protect(&models.models, "models folder");
+            let library = open(&data, &models, config)?;
+            library.add(&name, &path, AddedBy::Host)?;
             print_report(&sync_with_progress(&library, &name)?);
         }
         KbCommand::List { json, data, models } => {
@@ -161,21 +163,16 @@ fn sync_with_progress(library: &Library, name: &str) -> anyhow::Result<SyncRepor
         .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar.enable_steady_tick(Duration::from_millis(200));
-    let never = AtomicBool::new(false);
-    let report = library.sync(
-        name,
-        &mut |progress| match progress {
-            Progress::Scanned { to_index, .. } => bar.set_length(to_index as u64),
-            Progress::Indexed {
-                files_done, chunks, ..
-            } => {
-                bar.set_position(files_done as u64);
-                bar.set_message(format!("{chunks} chunks"));
-            }
-            Progress::Committed { .. } => {}
-        },
-        &never,
-    );
+    let report = library.sync(name, &mut |progress| match progress {
+        Progress::Scanned { to_index, .. } => bar.set_length(to_index as u64),
+        Progress::Indexed {
+            files_done, chunks, ..
+        } => {
+            bar.set_position(files_done as u64);
+            bar.set_message(format!("{chunks} chunks"));
+        }
+        Progress::Committed { .. } => {}
+    });
     bar.finish_and_clear();
     Ok(report?)
 }

@@ -18,6 +18,7 @@ mod incidents;
 mod incidents_tests;
 mod json;
 mod kb;
+mod kb_sync;
 pub(crate) mod login_limiter;
 mod openai;
 mod runs;
