@@ -11,6 +11,7 @@ mod cli;
 mod diagnostics;
 mod incidents;
 mod kb;
+mod kb_hardening;
 mod openai_client;
 mod runs;
 mod serve;
