@@ -9,7 +9,7 @@ use clap::Args;
 use crate::engine::{EngineConfig, ModelKind, ModelSpec, OutputLimits};
 use crate::http::{AlertWebhook, HttpLimits};
 use crate::model_files::{resolve, Manifest, ModelFileError};
-use crate::retrieval::RetrievalConfig;
+use crate::retrieval::{RetrievalConfig, RootPolicy};
 
 /// Largest request body the HTTP server accepts.
 const MAX_BODY_BYTES: usize = 4 << 20;
@@ -74,6 +74,32 @@ impl RetrievalFlags {
             vector_weight: self.vector_weight,
             ..RetrievalConfig::default()
         })
+    }
+}
+
+/// The folders knowledge bases may be added from over HTTP.
+#[derive(Debug, Clone, Args)]
+pub struct KbRootFlags {
+    /// Folders knowledge bases may be added from over HTTP (comma-separated). Without any,
+    /// adding a folder over HTTP is refused; `warden kb add` on the host may add any folder.
+    #[arg(long, env = "WARDEN_KB_ROOTS", value_delimiter = ',')]
+    pub kb_roots: Vec<PathBuf>,
+}
+
+impl KbRootFlags {
+    /// The root policy: HTTP adds inside the allowed roots, never the models folder (the
+    /// library adds its data folder).
+    pub fn policy(&self, models: &std::path::Path) -> Result<RootPolicy, ConfigError> {
+        let roots: Vec<PathBuf> = self
+            .kb_roots
+            .iter()
+            .filter(|r| !r.as_os_str().is_empty())
+            .cloned()
+            .collect();
+        let mut policy = RootPolicy::with_allowed_roots(&roots)
+            .map_err(|e| ConfigError::Invalid(format!("--kb-roots: {e}")))?;
+        policy.protect(models, "models folder");
+        Ok(policy)
     }
 }
 

@@ -97,7 +97,8 @@ pub fn ensure_data_dir(dir: &Path) -> std::io::Result<()> {
     builder.create(dir)
 }
 
-/// Opens the library of `data_dir` on an already open store.
+/// Opens the library of `data_dir` on an already open store. The data folder itself can
+/// never become a knowledge base.
 pub fn open_library_on(
     store: Arc<Store>,
     data_dir: &Path,
@@ -110,8 +111,13 @@ pub fn open_library_on(
         store,
         Arc::new(EngineEmbedder(embedder)),
         counter,
-        config,
+        protecting_data(config, data_dir),
     )?)
+}
+
+fn protecting_data(mut config: RetrievalConfig, data_dir: &Path) -> RetrievalConfig {
+    config.roots.protect(data_dir, "data folder");
+    config
 }
 
 /// The embedding model's tokenizer as a token counter.
@@ -134,7 +140,7 @@ pub fn open_library_with(
         store.clone(),
         embedder,
         counter,
-        config,
+        protecting_data(config, data_dir),
     )?;
     Ok((store, library))
 }

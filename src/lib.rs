@@ -8,9 +8,11 @@
 //! - `http`: axum router, auth (sessions, tokens, CSRF, roles), OpenAI-compatible wire
 //!   types, conversations/runs/audit routes, SSE framing, the embedded UI, error → status
 //!   mapping. Never touches tensors or SQL.
-//! - `retrieval`: knowledge bases: folder ingestion, extraction, chunking, tantivy BM25,
-//!   HNSW vectors, RRF fusion, BEIR evaluation. Reaches models only through its
-//!   `Embedder` and `TokenCounter` traits; never touches axum.
+//! - `retrieval`: knowledge bases: folder ingestion (through pinned folder handles, under
+//!   the root policy, one cancellable sync per knowledge base), extraction within byte and
+//!   time budgets, chunking, tantivy BM25, HNSW vectors, RRF fusion, BEIR evaluation.
+//!   Reaches models only through its `Embedder` and `TokenCounter` traits; never touches
+//!   axum.
 //! - `store`: all SQL (SQLite): migrations, the knowledge-base catalogue, accounts,
 //!   sessions, conversations, runs with leases and gapless event logs, the audit log.
 //! - `runs`: run lifecycle: worker threads claiming runs under a lease, crash resume from

@@ -6,7 +6,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,7 +19,7 @@ use crate::diagnostics::faults::{Fault, FaultyModel};
 use crate::diagnostics::pack::ScenarioPack;
 use crate::diagnostics::{DiagnosticRunner, Playbooks, GRAPH_VERSION};
 use crate::engine::Engine;
-use crate::retrieval::RetrievalConfig;
+use crate::retrieval::{AddedBy, RetrievalConfig};
 use crate::runs::{now_secs, EventBus, RunConfig, RunWorkers};
 use crate::store::{
     Accounts, DiagnosticStatus, DiagnosticTask, DiagnosticTasks, IncidentStatus, Incidents,
@@ -100,9 +99,9 @@ impl Session {
             crate::knowledge::open_library(&data_dir, embedder, RetrievalConfig::default())?;
         if let (Some(kb), true) = (options.sample_kb, temp.is_some()) {
             library
-                .add("sample", kb)
+                .add("sample", kb, AddedBy::Host)
                 .with_context(|| format!("cannot add {}", kb.display()))?;
-            library.sync("sample", &mut |_| {}, &AtomicBool::new(false))?;
+            library.sync("sample", &mut |_| {})?;
         }
         let library = Arc::new(library);
         let knowledge: Arc<dyn KnowledgeSearch> = Arc::new(LibrarySearch(library));

@@ -9,7 +9,6 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,7 +20,7 @@ use crate::agent::backends::{EngineChatModel, KnowledgeSearch, LibrarySearch};
 use crate::agent::{Agent, AgentConfig};
 use crate::diagnostics::{DiagnosticRunner, Playbooks};
 use crate::engine::{EmbedModelHandle, Engine};
-use crate::retrieval::RetrievalConfig;
+use crate::retrieval::{AddedBy, RetrievalConfig};
 use crate::runs::{EventBus, RunConfig, RunWorkers};
 use crate::store::{
     Accounts, Actions, Audit, Conversations, DiagnosticStatus, DiagnosticTasks, Incidents,
@@ -186,9 +185,9 @@ fn build_template(dir: &Path, embedder: &EmbedModelHandle, sample_kb: &Path) -> 
     let (store, library) =
         crate::knowledge::open_library(dir, embedder.clone(), RetrievalConfig::default())?;
     library
-        .add("sample", sample_kb)
+        .add("sample", sample_kb, AddedBy::Host)
         .with_context(|| format!("cannot add {}", sample_kb.display()))?;
-    library.sync("sample", &mut |_| {}, &AtomicBool::new(false))?;
+    library.sync("sample", &mut |_| {})?;
     drop(library);
     drop(store);
     Ok(())
@@ -225,8 +224,8 @@ fn run_case(
         RetrievalConfig::default(),
     )?);
     for kb in &case.setup.knowledge_bases {
-        library.add(&kb.name, &base.join(&kb.path))?;
-        library.sync(&kb.name, &mut |_| {}, &AtomicBool::new(false))?;
+        library.add(&kb.name, &base.join(&kb.path), AddedBy::Host)?;
+        library.sync(&kb.name, &mut |_| {})?;
     }
     let now = crate::runs::now_secs();
     let mut users: HashMap<String, i64> = HashMap::new();

@@ -1,11 +1,11 @@
 //! `warden kb add|list|sync|remove|search|readers`: knowledge-base administration from the
 //! terminal, with a progress bar for long syncs. The host's command line may add any
-//! folder and read every knowledge base; `kb search --as USER` shows what that user would
-//! find (their readable knowledge bases only).
+//! folder (no `--kb-roots`) but never Warden's data or models folder, and reads every
+//! knowledge base; `kb search --as USER` shows what that user would find (their readable
+//! knowledge bases only).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +15,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::DataFlags;
 use crate::config::{ModelFlags, Needs, RetrievalFlags};
-use crate::retrieval::{Library, Progress, RetrievalConfig, SearchMode, SyncReport};
+use crate::retrieval::{AddedBy, Library, Progress, RetrievalConfig, SearchMode, SyncReport};
 use crate::store::{AccessControl, Accounts, KbCatalog, Reader, Store};
 
 #[derive(Debug, Subcommand)]
@@ -101,8 +101,10 @@ pub fn run(command: KbCommand) -> anyhow::Result<ExitCode> {
             models,
         } => {
             let readers = parse_readers(&readers)?;
-            let (store, library) = open(&data, &models, RetrievalConfig::default())?;
-            library.add(&name, &path)?;
+            let mut config = RetrievalConfig::default();
+            config.roots.protect(&models.models, "models folder");
+            let (store, library) = open(&data, &models, config)?;
+            library.add(&name, &path, AddedBy::Host)?;
             if let Err(err) = store.set_kb_readers(&name, &readers) {
                 library.remove(&name)?;
                 return Err(err).context(format!("cannot add knowledge base `{name}`"));
@@ -242,21 +244,16 @@ fn sync_with_progress(library: &Library, name: &str) -> anyhow::Result<SyncRepor
         .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar.enable_steady_tick(Duration::from_millis(200));
-    let never = AtomicBool::new(false);
-    let report = library.sync(
-        name,
-        &mut |progress| match progress {
-            Progress::Scanned { to_index, .. } => bar.set_length(to_index as u64),
-            Progress::Indexed {
-                files_done, chunks, ..
-            } => {
-                bar.set_position(files_done as u64);
-                bar.set_message(format!("{chunks} chunks"));
-            }
-            Progress::Committed { .. } => {}
-        },
-        &never,
-    );
+    let report = library.sync(name, &mut |progress| match progress {
+        Progress::Scanned { to_index, .. } => bar.set_length(to_index as u64),
+        Progress::Indexed {
+            files_done, chunks, ..
+        } => {
+            bar.set_position(files_done as u64);
+            bar.set_message(format!("{chunks} chunks"));
+        }
+        Progress::Committed { .. } => {}
+    });
     bar.finish_and_clear();
     Ok(report?)
 }

@@ -4,7 +4,6 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,11 +13,11 @@ use super::DataFlags;
 use crate::agent::backends::{EngineChatModel, KnowledgeSearch, LibrarySearch};
 use crate::agent::policy::PolicyConfig;
 use crate::agent::{Agent, AgentConfig};
-use crate::config::{AlertFlags, ModelFlags, RetrievalFlags, ServeConfig};
+use crate::config::{AlertFlags, KbRootFlags, ModelFlags, RetrievalFlags, ServeConfig};
 use crate::diagnostics::{DiagnosticRunner, Playbooks};
 use crate::engine::Engine;
 use crate::http::{self, AppState, LoginLimiter, SessionConfig};
-use crate::retrieval::{Library, RetrievalConfig};
+use crate::retrieval::{AddedBy, Library, RetrievalConfig, RetrievalError};
 use crate::runs::{EventBus, RunConfig, RunService, RunWorkers};
 use crate::store::{AccessControl, Accounts, Reader, Role, Store};
 
@@ -38,6 +37,8 @@ pub struct ServeArgs {
     retrieval: RetrievalFlags,
     #[command(flatten)]
     alerts: AlertFlags,
+    #[command(flatten)]
+    kb_roots: KbRootFlags,
     /// Folder loaded as the `sample` knowledge base on first start (when none exist yet).
     #[arg(long, env = "WARDEN_SAMPLE_KB", default_value = "kb")]
     sample_kb: PathBuf,
@@ -85,12 +86,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     for failure in engine.failures() {
         tracing::error!(model = %failure.id, path = %failure.path, "model unavailable: {}", failure.error);
     }
-    let library = open_library(
-        &engine,
-        store.clone(),
-        &config.data_dir,
-        args.retrieval.config()?,
-    );
+    let retrieval = RetrievalConfig {
+        roots: args.kb_roots.policy(&args.models.models)?,
+        ..args.retrieval.config()?
+    };
+    let library = open_library(&engine, store.clone(), &config.data_dir, retrieval);
     if let Some(library) = &library {
         load_sample_on_first_start(library.clone(), store.clone(), &args.sample_kb);
         if args.watch > 0 {
@@ -286,9 +286,9 @@ fn load_sample_on_first_start(library: Arc<Library>, store: Arc<Store>, folder: 
     let spawned = std::thread::Builder::new()
         .name("sample-kb".into())
         .spawn(move || {
-            let never = AtomicBool::new(false);
+            // Added by the server itself: not subject to --kb-roots.
             let result = library
-                .add(SAMPLE_KB, &folder)
+                .add(SAMPLE_KB, &folder, AddedBy::Host)
                 .map_err(|e| e.to_string())
                 .and_then(|_| {
                     store
@@ -297,7 +297,7 @@ fn load_sample_on_first_start(library: Arc<Library>, store: Arc<Store>, folder: 
                 })
                 .and_then(|_| {
                     library
-                        .sync(SAMPLE_KB, &mut |_| {}, &never)
+                        .sync(SAMPLE_KB, &mut |_| {})
                         .map_err(|e| e.to_string())
                 });
             match result {
@@ -326,12 +326,15 @@ fn watch_folders(library: Arc<Library>, interval: Duration) {
                 if seen.insert(kb.name.clone(), fingerprint) == Some(fingerprint) {
                     continue;
                 }
-                let never = AtomicBool::new(false);
-                match library.sync(&kb.name, &mut |_| {}, &never) {
+                match library.sync(&kb.name, &mut |_| {}) {
                     Ok(report) if report.added + report.updated + report.deleted > 0 => tracing::info!(
                         kb = %kb.name, added = report.added, updated = report.updated, deleted = report.deleted, "folder changed: synced"
                     ),
                     Ok(_) => {}
+                    // Someone else is syncing it; the next check catches up.
+                    Err(RetrievalError::SyncInProgress(_)) => {
+                        seen.remove(&kb.name);
+                    }
                     Err(err) => tracing::warn!(kb = %kb.name, "watch sync failed: {err}"),
                 }
             }

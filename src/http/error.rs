@@ -9,6 +9,8 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use crate::engine::EngineError;
+use crate::retrieval::roots::PolicyError;
+use crate::retrieval::safe_open::RootError;
 use crate::retrieval::RetrievalError;
 use crate::store::StoreError;
 
@@ -64,6 +66,8 @@ pub enum ApiError {
     },
     /// The request conflicts with the object's state (a duplicate, an ended run, …).
     Conflict(String),
+    /// A cancel for a knowledge base that is not being synced.
+    NoSyncInProgress(String),
     /// A capability this server's configuration leaves off (the alert webhook without
     /// `--alert-token`): 404, with a message saying how to turn it on.
     Disabled(String),
@@ -178,6 +182,12 @@ impl ApiError {
             ApiError::Conflict(message) => {
                 ErrorParts::client(StatusCode::CONFLICT, "conflict", message, None)
             }
+            ApiError::NoSyncInProgress(name) => ErrorParts::client(
+                StatusCode::CONFLICT,
+                "no_sync_in_progress",
+                &format!("knowledge base `{name}` is not being synced"),
+                None,
+            ),
             ApiError::Disabled(message) => {
                 ErrorParts::client(StatusCode::NOT_FOUND, "disabled", message, None)
             }
@@ -240,6 +250,34 @@ fn retrieval_error_parts(err: &RetrievalError) -> ErrorParts {
         RetrievalError::Store(StoreError::Conflict(message)) => {
             ErrorParts::client(StatusCode::CONFLICT, "conflict", message, None)
         }
+        RetrievalError::SyncInProgress(_) => ErrorParts::client(
+            StatusCode::CONFLICT,
+            "sync_in_progress",
+            &err.to_string(),
+            None,
+        ),
+        RetrievalError::Root(RootError::Symlink { .. } | RootError::Replaced { .. }) => {
+            ErrorParts::client(StatusCode::CONFLICT, "root_changed", &err.to_string(), None)
+        }
+        RetrievalError::Root(RootError::Unreadable { .. }) => ErrorParts::client(
+            StatusCode::CONFLICT,
+            "root_unavailable",
+            &err.to_string(),
+            None,
+        ),
+        RetrievalError::Policy(PolicyError::NotAbsolute) => ErrorParts::client(
+            StatusCode::BAD_REQUEST,
+            "invalid_value",
+            &err.to_string(),
+            Some("path".to_owned()),
+        ),
+        RetrievalError::Policy(PolicyError::BadAllowedRoot { .. }) => ErrorParts::internal(),
+        RetrievalError::Policy(_) => ErrorParts::client(
+            StatusCode::FORBIDDEN,
+            "path_not_allowed",
+            &err.to_string(),
+            Some("path".to_owned()),
+        ),
         RetrievalError::Cancelled => ErrorParts::client(
             StatusCode::CONFLICT,
             "cancelled",
@@ -563,10 +601,57 @@ mod tests {
         );
         assert_eq!(body["error"]["message"], INTERNAL_ERROR_MESSAGE);
         check(ApiError::Disabled("off".into()), 404, client, "disabled");
+        check(
+            ApiError::NoSyncInProgress("ops".into()),
+            409,
+            client,
+            "no_sync_in_progress",
+        );
         check(ApiError::BadWebhookToken, 401, client, "unauthorized");
         assert_eq!(
             ApiError::from(StoreError::Mismatch("x".into())).code(),
             "mismatch"
         );
+    }
+
+    #[test]
+    fn knowledge_base_refusals_have_stable_codes() {
+        let client = "invalid_request_error";
+        let path = PathBuf::from("/srv/docs");
+        check(
+            RetrievalError::SyncInProgress("ops".into()).into(),
+            409,
+            client,
+            "sync_in_progress",
+        );
+        for root in [
+            RootError::Symlink { path: path.clone() },
+            RootError::Replaced { path: path.clone() },
+        ] {
+            check(
+                RetrievalError::Root(root).into(),
+                409,
+                client,
+                "root_changed",
+            );
+        }
+        for policy in [
+            PolicyError::NoAllowedRoots,
+            PolicyError::OutsideAllowedRoots {
+                path: "/etc".into(),
+                roots: "/srv".into(),
+            },
+            PolicyError::Protected {
+                path: "/var/lib/warden".into(),
+                what: "data folder",
+            },
+        ] {
+            check(
+                RetrievalError::Policy(policy).into(),
+                403,
+                client,
+                "path_not_allowed",
+            );
+        }
     }
 }

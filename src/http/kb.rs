@@ -1,36 +1,29 @@
-//! The knowledge-base admin and search API: `GET/POST /api/kb`, `POST /api/kb/{name}/sync`
-//! (progress as server-sent events), `DELETE /api/kb/{name}`, `PUT /api/kb/{name}/readers`,
-//! `GET /api/kb/search`, `GET /api/kb/passages/{chunk_id}`. Callers see only the knowledge
-//! bases they may read (`kb_access`); searches are filtered inside retrieval. Every library
-//! call runs on a blocking thread, never on the async workers.
+//! The knowledge-base admin and search API: `GET/POST /api/kb`, `DELETE /api/kb/{name}`,
+//! `PUT /api/kb/{name}/readers`, `GET /api/kb/search`, `GET /api/kb/passages/{chunk_id}`;
+//! syncing (`POST /api/kb/{name}/sync` and `…/sync/cancel`) is in `kb_sync`. Callers see
+//! only the knowledge bases they may read (`kb_access`); searches are filtered inside
+//! retrieval. Every library call runs on a blocking thread, never on the async workers.
 
-use std::convert::Infallible;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
-use futures_util::Stream;
 use serde::Deserialize;
 use serde_json::json;
 
 use super::auth::{Caller, Permission};
 use super::error::ApiError;
 use super::json::{ApiJson, ApiPath, ApiQuery};
-use super::kb_access::{public_kb, readable_kb, Readable};
+use super::kb_access::{public_kb, Readable};
 use super::session::audit;
-use super::{blocking, AppState};
-use crate::retrieval::{Library, Progress, SearchMode};
+use super::{blocking, kb_sync, AppState};
+use crate::retrieval::{AddedBy, Library, SearchMode};
 use crate::store::{AccessControl, AuditOutcome, KbCatalog, Reader, MAX_READERS};
 
-/// Progress events buffered per sync stream; when a client reads slowly, intermediate
-/// progress is dropped (the final event never is).
-const PROGRESS_BUFFER: usize = 64;
 /// Largest `limit` a search may ask for.
 const MAX_SEARCH_LIMIT: usize = 100;
 
@@ -40,7 +33,8 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/api/kb/search", get(search))
         .route("/api/kb/{name}", axum::routing::delete(remove))
         .route("/api/kb/{name}/readers", put(set_readers))
-        .route("/api/kb/{name}/sync", post(sync))
+        .route("/api/kb/{name}/sync", post(kb_sync::sync))
+        .route("/api/kb/{name}/sync/cancel", post(kb_sync::cancel))
         .route("/api/kb/passages/{chunk_id}", get(passage))
 }
 
@@ -86,7 +80,7 @@ struct SearchParams {
     limit: Option<usize>,
 }
 
-fn library(state: &AppState) -> Result<Arc<Library>, ApiError> {
+pub(super) fn library(state: &AppState) -> Result<Arc<Library>, ApiError> {
     state.library.clone().ok_or(ApiError::Unavailable(
         "knowledge bases are unavailable: the embedding model did not load".into(),
     ))
@@ -116,7 +110,8 @@ async fn add(
     let readers = parse_readers(&request.readers)?;
     let store = state.store.clone();
     let record = blocking(move || {
-        let record = library.add(&request.name, &request.path)?;
+        // Only folders inside --kb-roots, never Warden's own (403 otherwise).
+        let record = library.add(&request.name, &request.path, AddedBy::Remote)?;
         // Readers naming a missing group or user undo the add: all or nothing.
         match store.set_kb_readers(&record.name, &readers) {
             Ok(record) => Ok(record),
@@ -249,58 +244,4 @@ async fn search(
     })
     .await?;
     Ok(Json(json!({ "hits": hits })).into_response())
-}
-
-/// Starts a sync and streams its progress: `progress` events, then one `completed` (with
-/// the report) or `failed`. The sync runs to the end even if the client goes away.
-async fn sync(
-    State(state): State<AppState>,
-    caller: Caller,
-    ApiPath(name): ApiPath<String>,
-) -> Result<Response, ApiError> {
-    caller.require(Permission::SyncKnowledge)?;
-    let library = library(&state)?;
-    // Fail fast (404) before opening a stream for a name that does not exist, or that
-    // the caller may not read.
-    readable_kb(&state, &caller, &name).await?;
-    audit(
-        &state,
-        &caller.user.name,
-        "kb.sync",
-        Some(&name),
-        AuditOutcome::Success,
-    )
-    .await;
-    let (sender, receiver) = tokio::sync::mpsc::channel::<Event>(PROGRESS_BUFFER);
-    tokio::task::spawn_blocking(move || {
-        let never = AtomicBool::new(false);
-        let result = library.sync(
-            &name,
-            &mut |progress: Progress| {
-                let event = Event::default().event("progress").json_data(&progress);
-                if let Ok(event) = event {
-                    let _ = sender.try_send(event);
-                }
-            },
-            &never,
-        );
-        let last = match result {
-            Ok(report) => Event::default().event("completed").json_data(&report),
-            Err(err) => Event::default()
-                .event("failed")
-                .json_data(json!({ "error": err.to_string() })),
-        };
-        if let Ok(event) = last {
-            let _ = sender.blocking_send(event);
-        }
-    });
-    Ok(Sse::new(events(receiver))
-        .keep_alive(KeepAlive::default())
-        .into_response())
-}
-
-fn events(
-    mut receiver: tokio::sync::mpsc::Receiver<Event>,
-) -> impl Stream<Item = Result<Event, Infallible>> {
-    futures_util::stream::poll_fn(move |cx| receiver.poll_recv(cx).map(|event| event.map(Ok)))
 }

@@ -19,6 +19,7 @@ mod incidents_tests;
 mod json;
 mod kb;
 mod kb_access;
+mod kb_sync;
 pub(crate) mod login_limiter;
 mod openai;
 mod runs;

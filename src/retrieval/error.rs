@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 
 use super::bm25::Bm25Error;
+use super::roots::PolicyError;
+use super::safe_open::RootError;
 use super::source::SourceError;
 use super::vector::VectorError;
 use super::EmbedError;
@@ -17,6 +19,14 @@ pub enum RetrievalError {
     },
     #[error(transparent)]
     Source(#[from] SourceError),
+    /// The knowledge base's folder is not the one that was added.
+    #[error(transparent)]
+    Root(#[from] RootError),
+    /// The folder may not become a knowledge base (allowed roots, Warden's own folders).
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    #[error("a sync of knowledge base `{0}` is already running; wait for it or cancel it")]
+    SyncInProgress(String),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]

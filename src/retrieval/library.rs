@@ -3,11 +3,13 @@
 //! batch writes the indexes first, tagged with a new generation, and commits the catalogue
 //! last; at open, an index whose generation differs from the catalogue's is rebuilt from
 //! the catalogue (texts and embeddings are stored there), so a crash never leaves them
-//! out of step. Synchronous: callers run it on blocking threads.
+//! out of step. Folders are read through their pinned root (`safe_open`), one sync per
+//! knowledge base at a time (`sync_control`), each file within its time budget.
+//! Synchronous: callers run it on blocking threads.
 
 use std::collections::{HashMap, HashSet};
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
@@ -15,11 +17,15 @@ use serde::Serialize;
 
 use super::bm25::{Bm25Doc, Bm25Index};
 use super::chunk::{chunk_document, ChunkConfig};
-use super::extract::{extract, ExtractLimits};
+use super::extract::{check_deadline, extract_within, ExtractError, ExtractLimits};
 use super::fusion::{reciprocal_rank_fusion, RankedList};
-use super::source::{self, Skipped, SourceFile};
+use super::roots::{AddedBy, RootPolicy};
+use super::safe_open::{FileIdentity, OpenRefusal, RootDir};
+use super::source::{self, Skipped, SourceFile, MAX_FILE_BYTES};
+use super::sync_control::{SyncRegistry, SyncTicket};
+use super::sync_report::{FailKind, Failed, Progress, SyncReport};
 use super::vector::VectorIndex;
-use super::{Document, Embedder, Location, RetrievalError, TokenCounter};
+use super::{Chunk, Document, Embedder, Location, RetrievalError, TokenCounter};
 use crate::store::{CatalogChunk, ChunkRecord, DocumentChange, KbCatalog, KnowledgeBaseRecord};
 
 /// Documents per index/catalogue commit: a crash loses at most one batch of work.
@@ -49,6 +55,8 @@ pub struct RetrievalConfig {
     pub vector_weight: f64,
     pub chunking: ChunkConfig,
     pub extract_limits: ExtractLimits,
+    /// Which folders may be added, by whom.
+    pub roots: RootPolicy,
 }
 
 impl Default for RetrievalConfig {
@@ -59,6 +67,7 @@ impl Default for RetrievalConfig {
             vector_weight: 1.0,
             chunking: ChunkConfig::default(),
             extract_limits: ExtractLimits::default(),
+            roots: RootPolicy::default(),
         }
     }
 }
@@ -90,64 +99,6 @@ pub struct SearchHit {
     pub vector: Option<RetrieverRank>,
 }
 
-/// Progress of a sync, for progress bars and streamed events.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "stage", rename_all = "snake_case")]
-pub enum Progress {
-    Scanned {
-        files: usize,
-        skipped: usize,
-        unchanged: usize,
-        to_index: usize,
-        to_delete: usize,
-    },
-    Indexed {
-        files_done: usize,
-        files_total: usize,
-        chunks: usize,
-        path: String,
-    },
-    Committed {
-        generation: u64,
-        files_done: usize,
-        files_total: usize,
-        chunks: usize,
-    },
-}
-
-/// A document that could not be ingested.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Failed {
-    pub path: String,
-    pub error: String,
-}
-
-/// What a sync did.
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
-pub struct SyncReport {
-    pub kb: String,
-    pub added: usize,
-    pub updated: usize,
-    pub unchanged: usize,
-    pub deleted: usize,
-    pub chunks_indexed: usize,
-    pub skipped: Vec<Skipped>,
-    pub failed: Vec<Failed>,
-    pub seconds: f64,
-    pub chunks_per_second: f64,
-}
-
-impl SyncReport {
-    fn finish_timing(&mut self, started: Instant) {
-        self.seconds = started.elapsed().as_secs_f64();
-        self.chunks_per_second = if self.seconds > 0.0 {
-            self.chunks_indexed as f64 / self.seconds
-        } else {
-            0.0
-        };
-    }
-}
-
 /// A document handed in directly (evaluation corpora), not read from a folder.
 pub struct InlineDocument {
     pub path: String,
@@ -161,8 +112,10 @@ pub struct Library {
     config: RetrievalConfig,
     dir: PathBuf,
     indexes: RwLock<Indexes>,
-    /// One sync (or remove) at a time.
+    /// One index writer (sync or remove) at a time.
     writer: Mutex<()>,
+    /// The syncs in progress: one per knowledge base, each cancellable.
+    syncs: SyncRegistry,
 }
 
 struct Indexes {
@@ -240,6 +193,7 @@ impl Library {
                 chunk_kb,
             }),
             writer: Mutex::new(()),
+            syncs: SyncRegistry::default(),
         })
     }
 
@@ -247,36 +201,78 @@ impl Library {
         Ok(self.catalog.knowledge_bases()?)
     }
 
-    /// Registers a folder as a knowledge base (it is then synced by the caller).
-    pub fn add(&self, name: &str, root: &Path) -> Result<KnowledgeBaseRecord, RetrievalError> {
+    /// Registers a folder as a knowledge base (it is then synced by the caller), if the
+    /// root policy lets `who` add it, and pins it by device and inode.
+    pub fn add(
+        &self,
+        name: &str,
+        root: &Path,
+        who: AddedBy,
+    ) -> Result<KnowledgeBaseRecord, RetrievalError> {
         source::validate_name(name)?;
-        let root = source::canonical_root(root)?;
-        Ok(self
+        let root = self.config.roots.check(root, who)?;
+        let pinned = RootDir::open(&root)?;
+        let record = self
             .catalog
-            .create_kb(name, &root.to_string_lossy(), now())?)
+            .create_kb(name, &root.to_string_lossy(), now())?;
+        let FileIdentity { dev, ino } = pinned.identity();
+        self.catalog.set_kb_root_identity(name, dev, ino)?;
+        Ok(KnowledgeBaseRecord {
+            root_identity: Some((dev, ino)),
+            ..record
+        })
     }
 
     /// A cheap fingerprint of a knowledge base's folder (see `source::fingerprint`).
     pub fn folder_fingerprint(&self, name: &str) -> Result<u64, RetrievalError> {
         let kb = self.catalog.knowledge_base(name)?;
-        let root = source::canonical_root(Path::new(&kb.root))?;
+        let root = self.open_root(&kb)?;
         Ok(source::fingerprint(&source::scan(
             &root,
             &super::extract::is_supported,
         )))
     }
 
-    /// Brings a knowledge base in line with its folder.
+    /// Checks that a knowledge base's folder is still the one that was added.
+    pub fn check_root(&self, name: &str) -> Result<(), RetrievalError> {
+        let kb = self.catalog.knowledge_base(name)?;
+        self.open_root(&kb).map(drop)
+    }
+
+    /// Takes the right to sync `name`; `SyncInProgress` when a sync of it is running.
+    pub fn begin_sync(&self, name: &str) -> Result<SyncTicket, RetrievalError> {
+        self.syncs.begin(name)
+    }
+
+    /// Asks the running sync of `name` to stop; `false` when none is running.
+    pub fn cancel_sync(&self, name: &str) -> bool {
+        self.syncs.cancel(name)
+    }
+
+    /// Brings a knowledge base in line with its folder (refused while another sync of it
+    /// runs).
     pub fn sync(
         &self,
         name: &str,
         progress: &mut dyn FnMut(Progress),
-        cancel: &AtomicBool,
+    ) -> Result<SyncReport, RetrievalError> {
+        let ticket = self.begin_sync(name)?;
+        self.run_sync(&ticket, progress)
+    }
+
+    /// Brings the ticket's knowledge base in line with its folder. Stops with `Cancelled`
+    /// at the next file or batch once cancelled: batches already committed stay, and the
+    /// next sync does the rest.
+    pub fn run_sync(
+        &self,
+        ticket: &SyncTicket,
+        progress: &mut dyn FnMut(Progress),
     ) -> Result<SyncReport, RetrievalError> {
         let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let started = Instant::now();
+        let name = ticket.name();
         let kb = self.catalog.knowledge_base(name)?;
-        let root = source::canonical_root(Path::new(&kb.root))?;
+        let root = self.open_root(&kb)?;
         let scan = source::scan(&root, &super::extract::is_supported);
         let known: HashMap<String, String> = self
             .catalog
@@ -291,13 +287,17 @@ impl Library {
         };
         let mut to_index: Vec<(SourceFile, String, Vec<u8>)> = Vec::new();
         for file in &scan.files {
-            let bytes = match std::fs::read(&file.absolute) {
+            if ticket.is_cancelled() {
+                return Err(RetrievalError::Cancelled);
+            }
+            let bytes = match read_listed(&root, &file.path) {
                 Ok(bytes) => bytes,
-                Err(err) => {
-                    report.failed.push(Failed {
-                        path: file.path.clone(),
-                        error: format!("cannot read: {err}"),
-                    });
+                Err(NotRead::Skipped(skipped)) => {
+                    report.skipped.push(skipped);
+                    continue;
+                }
+                Err(NotRead::Failed(failed)) => {
+                    report.failed.push(failed);
                     continue;
                 }
             };
@@ -307,6 +307,7 @@ impl Library {
                 _ => to_index.push((file.clone(), hash, bytes)),
             }
         }
+        // A file that could not be read this time is not taken for deleted.
         let present: HashSet<&str> = scan.files.iter().map(|f| f.path.as_str()).collect();
         let deleted: Vec<String> = known
             .keys()
@@ -328,24 +329,34 @@ impl Library {
             .map(|path| DocumentChange::Delete { path })
             .collect();
         for batch in to_index.chunks(DOCUMENTS_PER_BATCH) {
-            if cancel.load(Ordering::Relaxed) {
-                break;
-            }
-            let mut extracted = Vec::with_capacity(batch.len());
+            let mut prepared = Vec::with_capacity(batch.len());
             for (file, hash, bytes) in batch {
-                match extract(&file.path, bytes, &self.config.extract_limits) {
-                    Ok(document) => extracted.push((file, hash, bytes.len(), document)),
+                if ticket.is_cancelled() {
+                    return Err(RetrievalError::Cancelled);
+                }
+                match self.prepare(&file.path, bytes) {
+                    Ok((document, chunks)) => {
+                        prepared.push((file, hash, bytes.len(), document, chunks));
+                    }
                     Err(err) => report.failed.push(Failed {
                         path: file.path.clone(),
+                        kind: FailKind::from(&err),
                         error: err.to_string(),
                     }),
                 }
             }
-            let documents: Vec<&Document> = extracted.iter().map(|(_, _, _, d)| d).collect();
-            let chunked = self.chunk_and_embed(&documents)?;
+            let chunked: Vec<Vec<Chunk>> = prepared
+                .iter_mut()
+                .map(|p| std::mem::take(&mut p.4))
+                .collect();
+            let documents: Vec<&Document> = prepared.iter().map(|p| &p.3).collect();
+            let embedded = self.embed_chunks(&documents, chunked)?;
+            if ticket.is_cancelled() {
+                return Err(RetrievalError::Cancelled);
+            }
             let mut changes = std::mem::take(&mut deletions);
             let mut batch_chunks = 0;
-            for ((file, hash, bytes, document), chunks) in extracted.into_iter().zip(chunked) {
+            for ((file, hash, bytes, document, _), chunks) in prepared.into_iter().zip(embedded) {
                 if known.contains_key(&file.path) {
                     report.updated += 1;
                 } else {
@@ -376,7 +387,10 @@ impl Library {
                 chunks: report.chunks_indexed,
             });
         }
-        if !deletions.is_empty() && !cancel.load(Ordering::Relaxed) {
+        if ticket.is_cancelled() {
+            return Err(RetrievalError::Cancelled);
+        }
+        if !deletions.is_empty() {
             let generation = self.commit_batch(&kb, deletions)?;
             progress(Progress::Committed {
                 generation,
@@ -384,9 +398,6 @@ impl Library {
                 files_total: total,
                 chunks: report.chunks_indexed,
             });
-        }
-        if cancel.load(Ordering::Relaxed) {
-            return Err(RetrievalError::Cancelled);
         }
         report.finish_timing(started);
         Ok(report)
@@ -562,10 +573,43 @@ impl Library {
         &self,
         documents: &[&Document],
     ) -> Result<Vec<Vec<ChunkRecord>>, RetrievalError> {
-        let chunked: Vec<Vec<super::Chunk>> = documents
+        let chunked: Vec<Vec<Chunk>> = documents
             .iter()
             .map(|d| chunk_document(d, &self.config.chunking, self.counter.as_ref()))
             .collect();
+        self.embed_chunks(documents, chunked)
+    }
+
+    /// Extracts and chunks one file within the per-file time budget.
+    fn prepare(&self, path: &str, bytes: &[u8]) -> Result<(Document, Vec<Chunk>), ExtractError> {
+        let limits = &self.config.extract_limits;
+        let deadline = Instant::now().checked_add(limits.max_time_per_file);
+        let document = extract_within(path, bytes, limits, deadline)?;
+        let chunks = chunk_document(&document, &self.config.chunking, self.counter.as_ref());
+        check_deadline(deadline, limits)?;
+        Ok((document, chunks))
+    }
+
+    /// Opens a knowledge base's root, refusing one that is no longer the folder that was
+    /// added. A knowledge base added before roots were pinned is pinned now.
+    fn open_root(&self, kb: &KnowledgeBaseRecord) -> Result<RootDir, RetrievalError> {
+        let path = Path::new(&kb.root);
+        if let Some((dev, ino)) = kb.root_identity {
+            return Ok(RootDir::open_pinned(path, FileIdentity { dev, ino })?);
+        }
+        let root = RootDir::open(path)?;
+        let FileIdentity { dev, ino } = root.identity();
+        self.catalog.set_kb_root_identity(&kb.name, dev, ino)?;
+        Ok(root)
+    }
+
+    /// Embeds the chunks of each document in one call (the embedding model batches them);
+    /// returns the chunk records per document, in order.
+    fn embed_chunks(
+        &self,
+        documents: &[&Document],
+        chunked: Vec<Vec<Chunk>>,
+    ) -> Result<Vec<Vec<ChunkRecord>>, RetrievalError> {
         let inputs: Vec<String> = documents
             .iter()
             .zip(&chunked)
@@ -702,6 +746,44 @@ impl Library {
     }
 }
 
+/// Why a listed file was not read.
+enum NotRead {
+    Skipped(Skipped),
+    Failed(Failed),
+}
+
+/// Reads a listed file through the pinned root: never through a symlink, only a regular
+/// file, and no more than `MAX_FILE_BYTES` (it may have grown since it was listed).
+fn read_listed(root: &RootDir, path: &str) -> Result<Vec<u8>, NotRead> {
+    let failed = |kind: FailKind, error: String| {
+        NotRead::Failed(Failed {
+            path: path.to_string(),
+            kind,
+            error,
+        })
+    };
+    let file = root.open_file(path).map_err(|refusal| match refusal {
+        OpenRefusal::NotRegular(entry) => {
+            let (kind, reason) = source::skip_for(entry);
+            NotRead::Skipped(Skipped {
+                path: path.to_string(),
+                kind,
+                reason: format!("{reason} (changed since it was listed)"),
+            })
+        }
+        other => failed(FailKind::Unreadable, other.to_string()),
+    })?;
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|err| failed(FailKind::Unreadable, format!("cannot read: {err}")))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        let error = format!("grew past the {MAX_FILE_BYTES}-byte limit while being read");
+        return Err(failed(FailKind::TooLarge, error));
+    }
+    Ok(bytes)
+}
+
 fn bm25_doc(chunk: &CatalogChunk) -> Bm25Doc {
     Bm25Doc {
         chunk_id: chunk.id,
@@ -754,3 +836,6 @@ fn now() -> i64 {
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0)
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,9 +1,12 @@
-//! Reading an admin's folder safely: only files under the added root, symlinks that leave
-//! it are not followed, suspicious names and oversized files are skipped with a reason.
+//! Listing an admin's folder safely: only entries under the pinned root, walked through
+//! folder handles without following any symlink (`safe_open`); symlinks, FIFOs, sockets,
+//! devices, suspicious names and oversized files are skipped with a reason and a kind.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
+
+use super::safe_open::{EntryKind, EntryStat, Folder, RootDir};
 
 /// Files larger than this are skipped (the extractors have their own, format-specific caps).
 pub const MAX_FILE_BYTES: u64 = 32 << 20;
@@ -12,20 +15,39 @@ const MAX_DEPTH: usize = 32;
 /// Files per knowledge base.
 const MAX_FILES: usize = 100_000;
 
-/// A file to ingest.
+/// A file to ingest, found under the root (open it with `RootDir::open_file(&path)`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SourceFile {
     /// Path relative to the root, with `/` separators: the document's identity.
     pub path: String,
-    pub absolute: PathBuf,
     pub bytes: u64,
     pub modified: Option<std::time::SystemTime>,
 }
 
-/// A file that was not ingested, and why.
+/// Why an entry was skipped, as a closed set: what a report shows to users who may not
+/// see the folder's listing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SkipKind {
+    Unsupported,
+    Symlink,
+    Fifo,
+    Socket,
+    Device,
+    /// Neither a folder nor a regular file, nor any of the above.
+    Special,
+    BadName,
+    TooLarge,
+    TooDeep,
+    TooMany,
+    Unreadable,
+}
+
+/// An entry that was not ingested, and why.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Skipped {
     pub path: String,
+    pub kind: SkipKind,
     pub reason: String,
 }
 
@@ -77,132 +99,134 @@ pub fn canonical_root(root: &Path) -> Result<PathBuf, SourceError> {
     Ok(canonical)
 }
 
-/// Lists the files under `root` (canonical) that may be ingested.
-pub fn scan(root: &Path, is_supported: &dyn Fn(&str) -> bool) -> Scan {
+/// Lists the files under the pinned `root` that may be ingested.
+pub fn scan(root: &RootDir, is_supported: &dyn Fn(&str) -> bool) -> Scan {
     let mut scan = Scan::default();
-    visit(root, root, 0, is_supported, &mut scan);
+    visit(root.folder(), "", 0, is_supported, &mut scan);
     scan.files.sort_by(|a, b| a.path.cmp(&b.path));
     scan
 }
 
+/// The kind and reason reported for an entry that is not a folder or a regular file.
+pub fn skip_for(kind: EntryKind) -> (SkipKind, String) {
+    let skip = match kind {
+        EntryKind::Symlink => SkipKind::Symlink,
+        EntryKind::Fifo => SkipKind::Fifo,
+        EntryKind::Socket => SkipKind::Socket,
+        EntryKind::Device => SkipKind::Device,
+        EntryKind::File | EntryKind::Directory | EntryKind::Other => SkipKind::Special,
+    };
+    let reason = match kind {
+        EntryKind::Symlink => "symlink: not followed".to_string(),
+        other => format!("{}: not read", other.describe()),
+    };
+    (skip, reason)
+}
+
 fn visit(
-    root: &Path,
-    dir: &Path,
+    folder: &Folder,
+    prefix: &str,
     depth: usize,
     is_supported: &dyn Fn(&str) -> bool,
     scan: &mut Scan,
 ) {
-    let relative = |p: &Path| relative_path(root, p);
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
+    let mut names = match folder.entries() {
+        Ok(names) => names,
         Err(err) => {
-            scan.skipped.push(Skipped {
-                path: relative(dir),
-                reason: format!("cannot read folder: {err}"),
-            });
+            let shown = if prefix.is_empty() { "." } else { prefix };
+            let reason = format!("cannot read folder: {err}");
+            scan.skip(shown.to_string(), SkipKind::Unreadable, reason);
             return;
         }
     };
-    let mut entries: Vec<_> = entries.filter_map(|e| e.ok()).collect();
-    entries.sort_by_key(|e| e.file_name());
-    for entry in entries {
-        let path = entry.path();
-        let shown = relative(&path);
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else {
-            scan.skipped.push(Skipped {
-                path: shown,
-                reason: "file name is not valid UTF-8".into(),
-            });
+    names.sort();
+    for raw in names {
+        let shown = join(prefix, &String::from_utf8_lossy(&raw));
+        let Ok(name) = std::str::from_utf8(&raw) else {
+            let reason = "file name is not valid UTF-8".to_string();
+            scan.skip(shown, SkipKind::BadName, reason);
             continue;
         };
         if let Err(reason) = check_file_name(name) {
-            scan.skipped.push(Skipped {
-                path: shown,
-                reason,
-            });
+            scan.skip(shown, SkipKind::BadName, reason);
             continue;
         }
         if name.starts_with('.') {
             continue;
         }
-        let Ok(kind) = entry.file_type() else {
-            continue;
-        };
-        let (is_dir, target) = if kind.is_symlink() {
-            match path.canonicalize() {
-                Ok(target) if target.starts_with(root) => (target.is_dir(), target),
-                Ok(_) => {
-                    scan.skipped.push(Skipped {
-                        path: shown,
-                        reason: "symlink points outside the folder: not followed".into(),
-                    });
-                    continue;
-                }
-                Err(_) => {
-                    scan.skipped.push(Skipped {
-                        path: shown,
-                        reason: "broken symlink".into(),
-                    });
-                    continue;
-                }
+        let stat = match folder.stat_entry(name) {
+            Ok(stat) => stat,
+            Err(err) => {
+                scan.skip(shown, SkipKind::Unreadable, format!("cannot read: {err}"));
+                continue;
             }
-        } else {
-            (kind.is_dir(), path.clone())
         };
-        if is_dir {
-            if kind.is_symlink() {
-                // An in-root folder link would list the same files twice (or loop).
-                scan.skipped.push(Skipped {
-                    path: shown,
-                    reason: "symlinked folder: not followed".into(),
-                });
-            } else if depth + 1 > MAX_DEPTH {
-                scan.skipped.push(Skipped {
-                    path: shown,
-                    reason: format!("deeper than {MAX_DEPTH} folders"),
-                });
-            } else {
-                visit(root, &path, depth + 1, is_supported, scan);
+        match stat.kind {
+            EntryKind::Directory if depth + 1 > MAX_DEPTH => {
+                let reason = format!("deeper than {MAX_DEPTH} folders");
+                scan.skip(shown, SkipKind::TooDeep, reason);
             }
-            continue;
+            EntryKind::Directory => match folder.open_folder(name) {
+                Ok(inner) => visit(&inner, &shown, depth + 1, is_supported, scan),
+                // Replaced by a symlink (or removed) since it was listed.
+                Err(err) => {
+                    let reason = format!("cannot open folder: {err}");
+                    scan.skip(shown, SkipKind::Unreadable, reason);
+                }
+            },
+            EntryKind::File => add_file(shown, name, stat, is_supported, scan),
+            other => {
+                let (kind, reason) = skip_for(other);
+                scan.skip(shown, kind, reason);
+            }
         }
-        if !is_supported(name) {
-            let extension = Path::new(name)
-                .extension()
-                .map(|e| format!(".{}", e.to_string_lossy()))
-                .unwrap_or_default();
-            scan.skipped.push(Skipped {
-                path: shown,
-                reason: format!("unsupported format {extension}")
-                    .trim_end()
-                    .to_string(),
-            });
-            continue;
-        }
-        let metadata = target.metadata().ok();
-        let bytes = metadata.as_ref().map(|m| m.len()).unwrap_or(0);
-        let modified = metadata.and_then(|m| m.modified().ok());
-        if bytes > MAX_FILE_BYTES {
-            scan.skipped.push(Skipped {
-                path: shown,
-                reason: format!("{bytes} bytes exceeds the {MAX_FILE_BYTES}-byte limit"),
-            });
-            continue;
-        }
-        if scan.files.len() >= MAX_FILES {
-            scan.skipped.push(Skipped {
-                path: shown,
-                reason: format!("more than {MAX_FILES} files"),
-            });
-            continue;
-        }
+    }
+}
+
+fn add_file(
+    path: String,
+    name: &str,
+    stat: EntryStat,
+    is_supported: &dyn Fn(&str) -> bool,
+    scan: &mut Scan,
+) {
+    if !is_supported(name) {
+        let extension = Path::new(name)
+            .extension()
+            .map(|e| format!(".{}", e.to_string_lossy()))
+            .unwrap_or_default();
+        let reason = format!("unsupported format {extension}");
+        scan.skip(path, SkipKind::Unsupported, reason.trim_end().to_string());
+    } else if stat.bytes > MAX_FILE_BYTES {
+        let bytes = stat.bytes;
+        let reason = format!("{bytes} bytes exceeds the {MAX_FILE_BYTES}-byte limit");
+        scan.skip(path, SkipKind::TooLarge, reason);
+    } else if scan.files.len() >= MAX_FILES {
+        scan.skip(
+            path,
+            SkipKind::TooMany,
+            format!("more than {MAX_FILES} files"),
+        );
+    } else {
         scan.files.push(SourceFile {
-            path: shown,
-            absolute: target,
-            bytes,
-            modified,
+            path,
+            bytes: stat.bytes,
+            modified: stat.modified,
         });
+    }
+}
+
+impl Scan {
+    fn skip(&mut self, path: String, kind: SkipKind, reason: String) {
+        self.skipped.push(Skipped { path, kind, reason });
+    }
+}
+
+fn join(prefix: &str, name: &str) -> String {
+    if prefix.is_empty() {
+        name.to_string()
+    } else {
+        format!("{prefix}/{name}")
     }
 }
 
@@ -226,18 +250,6 @@ fn check_file_name(name: &str) -> Result<(), String> {
         return Err("file name contains a path separator or `..`".into());
     }
     Ok(())
-}
-
-fn relative_path(root: &Path, path: &Path) -> String {
-    let relative = path.strip_prefix(root).unwrap_or(path);
-    relative
-        .components()
-        .filter_map(|c| match c {
-            Component::Normal(part) => Some(part.to_string_lossy().into_owned()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("/")
 }
 
 #[cfg(test)]
@@ -265,7 +277,7 @@ mod tests {
     }
 
     #[test]
-    fn scan_skips_escaping_symlinks_unsupported_and_hidden_files() {
+    fn scan_skips_symlinks_special_files_unsupported_and_hidden_files() {
         let outside = tempfile::tempdir().unwrap();
         std::fs::write(outside.path().join("secret.md"), "# secret").unwrap();
         let dir = tempfile::tempdir().unwrap();
@@ -277,25 +289,35 @@ mod tests {
         std::os::unix::fs::symlink(outside.path().join("secret.md"), root.join("leak.md")).unwrap();
         std::os::unix::fs::symlink(outside.path(), root.join("leakdir")).unwrap();
         std::os::unix::fs::symlink(root.join("sub/a.md"), root.join("inside.md")).unwrap();
-        let scan = scan(&root, &|name| name.ends_with(".md"));
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            root.join("pipe.md"),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
+            0,
+        )
+        .unwrap();
+        let _socket = std::os::unix::net::UnixListener::bind(root.join("sock.md")).unwrap();
+        let pinned = RootDir::open(&root).unwrap();
+        let scan = scan(&pinned, &|name| name.ends_with(".md"));
         let files: Vec<&str> = scan.files.iter().map(|f| f.path.as_str()).collect();
-        assert_eq!(files, vec!["inside.md", "sub/a.md"]);
-        let reasons: Vec<(&str, &str)> = scan
+        // Symlinks are never followed, not even to a file inside the folder.
+        assert_eq!(files, vec!["sub/a.md"]);
+        let reasons: Vec<(&str, SkipKind, &str)> = scan
             .skipped
             .iter()
-            .map(|s| (s.path.as_str(), s.reason.as_str()))
+            .map(|s| (s.path.as_str(), s.kind, s.reason.as_str()))
             .collect();
-        assert!(
-            reasons.contains(&("leak.md", "symlink points outside the folder: not followed")),
-            "{reasons:?}"
-        );
-        assert!(
-            reasons.contains(&("leakdir", "symlink points outside the folder: not followed")),
-            "{reasons:?}"
-        );
-        assert!(
-            reasons.contains(&("b.bin", "unsupported format .bin")),
-            "{reasons:?}"
+        assert_eq!(
+            reasons,
+            vec![
+                ("b.bin", SkipKind::Unsupported, "unsupported format .bin"),
+                ("inside.md", SkipKind::Symlink, "symlink: not followed"),
+                ("leak.md", SkipKind::Symlink, "symlink: not followed"),
+                ("leakdir", SkipKind::Symlink, "symlink: not followed"),
+                ("pipe.md", SkipKind::Fifo, "named pipe (FIFO): not read"),
+                ("sock.md", SkipKind::Socket, "socket: not read"),
+            ]
         );
     }
 }

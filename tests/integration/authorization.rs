@@ -142,8 +142,9 @@ fn every_route_answers_each_kind_of_caller_as_documented() {
         GET    /api/audit?limit=5                    200 403 403 403 401 401
         GET    /api/kb                               200 200 200 200 401 401
         GET    /api/kb/search?q=disk                 200 200 200 200 401 401
-        POST   /api/kb                               400 403 403 403 401 401
+        POST   /api/kb                               403 403 403 403 401 401
         POST   /api/kb/nope/sync                     404 404 403 404 401 401
+        POST   /api/kb/nope/sync/cancel              404 404 403 404 401 401
         DELETE /api/kb/nope                          404 403 403 403 401 401
         PUT    /api/kb/nope/readers                  404 403 403 403 401 401
         GET    /api/kb/passages/999999               404 404 404 404 401 401
@@ -173,7 +174,7 @@ fn every_route_answers_each_kind_of_caller_as_documented() {
             Some((method, path, expected))
         })
         .collect();
-    assert_eq!(matrix.len(), 22);
+    assert_eq!(matrix.len(), 23);
     let mut failures = Vec::new();
     for (method, path, expected) in &matrix {
         assert_eq!(expected.len(), EVERYONE.len(), "{method} {path}");

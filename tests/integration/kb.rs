@@ -165,7 +165,7 @@ fn unsafe_names_links_and_bad_documents_are_reported() {
     let report = stdout(&added);
     assert!(added.status.success(), "{}", stderr(&added));
     assert!(
-        report.contains("skipped escape.md: symlink points outside the folder"),
+        report.contains("skipped escape.md: symlink: not followed"),
         "{report}"
     );
     assert!(report.contains("failed  broken.pdf"), "{report}");
@@ -280,7 +280,8 @@ fn killed_ingestion_recovers_on_next_sync() {
 fn http_admin_api_adds_syncs_with_progress_and_searches() {
     let folder = tempfile::tempdir().expect("temp dir");
     write_file(folder.path(), "db.md", DEADLOCK_MD.as_bytes());
-    let server = Server::start(&["--sample-kb", "/nonexistent"]);
+    let roots = folder.path().to_str().expect("path");
+    let server = Server::start(&["--sample-kb", "/nonexistent", "--kb-roots", roots]);
     let body = serde_json::json!({"name": "ops", "path": folder.path()});
     let created = server
         .post("/api/kb")

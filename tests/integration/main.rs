@@ -12,6 +12,7 @@ mod diagnostics;
 mod incidents;
 mod kb;
 mod kb_access;
+mod kb_hardening;
 mod openai_client;
 mod runs;
 mod serve;

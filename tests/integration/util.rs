@@ -133,6 +133,11 @@ impl Server {
         &self.data
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Kills the server at once (SIGKILL: no shutdown, no flush).
     pub fn kill(&mut self) {
         let _ = self.child.kill();

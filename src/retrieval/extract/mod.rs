@@ -1,19 +1,23 @@
 //! Turns the bytes of one knowledge-base file into a `Document`: text blocks in reading
 //! order, each with the location a citation needs. One submodule per format; this module
 //! chooses the format from the file name, enforces the size limits and makes sure that no
-//! input, however malformed, panics out of here. No file system access: the caller reads
-//! the bytes.
+//! input, however malformed, panics out of here, nor runs past its time budget by more than
+//! one step (a PDF page, a parser pass), nor inflates a compressed PDF past its byte budget.
+//! No file system access: the caller reads the bytes.
 
 mod docx;
 mod html;
 mod markdown;
 mod pdf;
+mod pdf_budget;
+mod pdf_prescan;
 mod text;
 
 use std::any::Any;
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Once;
+use std::time::{Duration, Instant};
 
 use super::{BlockKind, Document};
 
@@ -31,7 +35,18 @@ pub struct ExtractLimits {
     pub max_docx_ratio: u64,
     /// Most pages a PDF may have.
     pub max_pdf_pages: usize,
+    /// Most decompressed stream bytes the PDF reader may hold at once: all the streams
+    /// inflated while loading, and all those one page inflates (each use counted).
+    pub max_pdf_inflated_bytes: u64,
+    /// Longest one file may take to extract and chunk; checked between steps (PDF
+    /// streams and pages, parser passes), so one step may run past it.
+    pub max_time_per_file: Duration,
 }
+
+/// Default `max_pdf_inflated_bytes`.
+pub const DEFAULT_MAX_PDF_INFLATED_BYTES: u64 = 64 << 20;
+/// Default `max_time_per_file`.
+pub const DEFAULT_MAX_TIME_PER_FILE: Duration = Duration::from_secs(60);
 
 impl Default for ExtractLimits {
     fn default() -> Self {
@@ -40,6 +55,8 @@ impl Default for ExtractLimits {
             max_docx_uncompressed_bytes: 64 << 20,
             max_docx_ratio: 100,
             max_pdf_pages: 2000,
+            max_pdf_inflated_bytes: DEFAULT_MAX_PDF_INFLATED_BYTES,
+            max_time_per_file: DEFAULT_MAX_TIME_PER_FILE,
         }
     }
 }
@@ -61,6 +78,13 @@ pub enum ExtractError {
     },
     #[error("refused as a probable zip bomb: {reason}")]
     ZipBomb { reason: String },
+    #[error(
+        "refused as a probable decompression bomb: its compressed PDF streams inflate to more \
+         than the {limit}-byte budget"
+    )]
+    InflateBudget { limit: u64 },
+    #[error("took longer than the {seconds}-second budget per file to read")]
+    TimedOut { seconds: u64 },
     #[error("no text could be extracted (scanned PDFs and images would need OCR, which Warden does not do)")]
     Empty,
 }
@@ -107,11 +131,46 @@ pub fn is_supported(file_name: &str) -> bool {
 }
 
 /// Extracts the text blocks of one file. Never panics: a panic inside a format parser
-/// is logged and reported as `Malformed`.
+/// is logged and reported as `Malformed`. The time budget starts now.
 pub fn extract(
     file_name: &str,
     bytes: &[u8],
     limits: &ExtractLimits,
+) -> Result<Document, ExtractError> {
+    let deadline = Instant::now().checked_add(limits.max_time_per_file);
+    extract_within(file_name, bytes, limits, deadline)
+}
+
+/// `extract`, with the time budget ending at `deadline` (`None`: no time limit).
+pub fn extract_within(
+    file_name: &str,
+    bytes: &[u8],
+    limits: &ExtractLimits,
+    deadline: Option<Instant>,
+) -> Result<Document, ExtractError> {
+    let document = extract_by(file_name, bytes, limits, deadline)?;
+    check_deadline(deadline, limits)?;
+    Ok(document)
+}
+
+/// `TimedOut` once `deadline` has passed.
+pub fn check_deadline(
+    deadline: Option<Instant>,
+    limits: &ExtractLimits,
+) -> Result<(), ExtractError> {
+    if deadline.is_some_and(|d| Instant::now() > d) {
+        return Err(ExtractError::TimedOut {
+            seconds: limits.max_time_per_file.as_secs(),
+        });
+    }
+    Ok(())
+}
+
+fn extract_by(
+    file_name: &str,
+    bytes: &[u8],
+    limits: &ExtractLimits,
+    deadline: Option<Instant>,
 ) -> Result<Document, ExtractError> {
     let format = detect_format(file_name)?;
     let size = bytes.len() as u64;
@@ -121,7 +180,7 @@ pub fn extract(
             limit: limits.max_file_bytes,
         });
     }
-    let document = match catch_quietly(|| extract_format(format, bytes, limits)) {
+    let document = match catch_quietly(|| extract_format(format, bytes, limits, deadline)) {
         Ok(result) => result?,
         Err(message) => {
             tracing::warn!(file = file_name, panic = %message, "document parser panicked");
@@ -154,6 +213,7 @@ fn extract_format(
     format: Format,
     bytes: &[u8],
     limits: &ExtractLimits,
+    deadline: Option<Instant>,
 ) -> Result<Document, ExtractError> {
     match format {
         Format::Markdown => {
@@ -174,7 +234,7 @@ fn extract_format(
             let source = text::decode_checked(bytes, format)?;
             html::parse_html(&source)
         }
-        Format::Pdf => pdf::extract_pdf(bytes, limits),
+        Format::Pdf => pdf::extract_pdf(bytes, limits, deadline),
         Format::Docx => docx::extract_docx(bytes, limits),
     }
 }

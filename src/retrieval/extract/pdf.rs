@@ -8,14 +8,21 @@
 //! overflow the stack on a looping file, which no `catch_unwind` can catch, so each page
 //! is checked for loops first.
 //!
-//! Known limit: compressed streams are inflated by `lopdf` without a size bound, so a
-//! crafted PDF within `max_file_bytes` can still make it allocate a lot.
+//! Compressed streams are inflated under a byte budget (`pdf_prescan` before the file is
+//! parsed, `pdf_budget` before each page is read): a decompression bomb fails the whole
+//! file. The time budget is checked between pages.
+
+use std::time::Instant;
 
 use pdf_extract::{
     output_doc_page, Dictionary, Document as Pdf, Object, ObjectId, PlainTextOutput,
 };
 
-use super::{catch_quietly, ExtractError, ExtractLimits};
+use super::pdf_budget::{
+    resolve, resolve_with_id, strip_unread_streams, ChargeError, InflateAccount,
+};
+use super::pdf_prescan::{check_before_load, PrescanError};
+use super::{catch_quietly, check_deadline, ExtractError, ExtractLimits};
 use crate::retrieval::{Block, BlockKind, Document, Location};
 
 /// Most `Parent` links followed from a page towards the root of the page tree.
@@ -24,11 +31,34 @@ const MAX_PAGE_TREE_DEPTH: usize = 64;
 const MAX_FORM_DEPTH: usize = 16;
 /// Most form XObjects drawn for one page (a file can draw each form twice, 30 deep).
 const MAX_FORMS_PER_PAGE: usize = 10_000;
-/// Most indirect references followed to reach one object.
-const MAX_REFERENCE_HOPS: usize = 32;
 
-pub(super) fn extract_pdf(bytes: &[u8], limits: &ExtractLimits) -> Result<Document, ExtractError> {
-    let pdf = load(bytes)?;
+/// Why a page was not read: the whole file is refused (over the inflate budget), or only
+/// this page is skipped.
+enum PageError {
+    OverBudget,
+    Unreadable(String),
+}
+
+pub(super) fn extract_pdf(
+    bytes: &[u8],
+    limits: &ExtractLimits,
+    deadline: Option<Instant>,
+) -> Result<Document, ExtractError> {
+    let budget = limits.max_pdf_inflated_bytes;
+    check_before_load(bytes, budget, deadline).map_err(|error| match error {
+        PrescanError::OverBudget => ExtractError::InflateBudget { limit: budget },
+        PrescanError::TimedOut => ExtractError::TimedOut {
+            seconds: limits.max_time_per_file.as_secs(),
+        },
+        PrescanError::EncryptedObjectStreams => malformed(
+            "the PDF is encrypted and has compressed object streams, which cannot be checked \
+             for decompression bombs before decryption"
+                .into(),
+        ),
+    })?;
+    let mut pdf = load(bytes)?;
+    strip_unread_streams(&mut pdf);
+    let pdf = pdf;
     let pages = pdf.get_pages();
     if pages.is_empty() {
         return Err(malformed("the PDF has no pages".into()));
@@ -39,13 +69,18 @@ pub(super) fn extract_pdf(bytes: &[u8], limits: &ExtractLimits) -> Result<Docume
             limit: limits.max_pdf_pages,
         });
     }
+    let mut account = InflateAccount::new(&pdf, budget);
     let mut blocks = Vec::new();
     let mut first_failure = None;
     let mut failures = 0;
     for (&number, &page_id) in &pages {
-        match page_text(&pdf, number, page_id) {
+        check_deadline(deadline, limits)?;
+        match page_text(&pdf, number, page_id, &mut account) {
             Ok(text) => blocks.extend(paragraphs(&text, number)),
-            Err(reason) => {
+            Err(PageError::OverBudget) => {
+                return Err(ExtractError::InflateBudget { limit: budget });
+            }
+            Err(PageError::Unreadable(reason)) => {
                 tracing::warn!(page = number, %reason, "skipped an unreadable PDF page");
                 failures += 1;
                 first_failure.get_or_insert((number, reason));
@@ -83,9 +118,17 @@ fn load(bytes: &[u8]) -> Result<Pdf, ExtractError> {
     Ok(pdf)
 }
 
-/// The text layer of one page, or why it could not be read.
-fn page_text(pdf: &Pdf, number: u32, page_id: ObjectId) -> Result<String, String> {
-    check_page_loops(pdf, page_id)?;
+/// The text layer of one page, or why it could not be read. The streams the page makes
+/// the reader inflate are charged first.
+fn page_text<'a>(
+    pdf: &'a Pdf,
+    number: u32,
+    page_id: ObjectId,
+    account: &mut InflateAccount<'a>,
+) -> Result<String, PageError> {
+    account.start_page();
+    account.charge_contents(page_id)?;
+    check_page_loops(pdf, page_id, account)?;
     let extracted = catch_quietly(|| {
         let mut text = String::new();
         let outcome = output_doc_page(pdf, &mut PlainTextOutput::new(&mut text), number);
@@ -93,8 +136,25 @@ fn page_text(pdf: &Pdf, number: u32, page_id: ObjectId) -> Result<String, String
     });
     match extracted {
         Ok(Ok(text)) => Ok(text),
-        Ok(Err(error)) => Err(error.to_string()),
-        Err(panic) => Err(format!("the PDF reader failed ({panic})")),
+        Ok(Err(error)) => Err(PageError::Unreadable(error.to_string())),
+        Err(panic) => Err(PageError::Unreadable(format!(
+            "the PDF reader failed ({panic})"
+        ))),
+    }
+}
+
+impl From<ChargeError> for PageError {
+    fn from(error: ChargeError) -> Self {
+        match error {
+            ChargeError::Exceeded => PageError::OverBudget,
+            ChargeError::TooComplex(reason) => PageError::Unreadable(reason),
+        }
+    }
+}
+
+impl From<String> for PageError {
+    fn from(reason: String) -> Self {
+        PageError::Unreadable(reason)
     }
 }
 
@@ -132,8 +192,13 @@ fn title(pdf: &Pdf) -> Option<String> {
 }
 
 /// Refuses a page whose reading would recurse without end: a looping page tree, or
-/// form XObjects that draw themselves (directly or not), too deeply or too often.
-fn check_page_loops(pdf: &Pdf, page_id: ObjectId) -> Result<(), String> {
+/// form XObjects that draw themselves (directly or not), too deeply or too often. Charges
+/// the page's fonts, and each form (with its fonts) every time it is drawn.
+fn check_page_loops<'a>(
+    pdf: &'a Pdf,
+    page_id: ObjectId,
+    account: &mut InflateAccount<'a>,
+) -> Result<(), PageError> {
     let page = pdf.get_dictionary(page_id).map_err(|e| e.to_string())?;
     let mut resources = None;
     let mut node = page;
@@ -156,28 +221,30 @@ fn check_page_loops(pdf: &Pdf, page_id: ObjectId) -> Result<(), String> {
                 let Some(resources) = resources else {
                     return Ok(());
                 };
+                account.charge_fonts(resources)?;
                 let Ok(content) = pdf.get_page_content(page_id) else {
                     return Ok(());
                 };
                 let mut budget = MAX_FORMS_PER_PAGE;
-                return check_forms(pdf, &content, resources, 0, &mut budget);
+                return check_forms(pdf, &content, resources, 0, &mut budget, account);
             }
         }
     }
-    Err(format!(
+    Err(PageError::Unreadable(format!(
         "the page tree is more than {MAX_PAGE_TREE_DEPTH} levels deep (a loop?)"
-    ))
+    )))
 }
 
 /// Follows every form XObject a content stream draws, the way `pdf-extract` will,
 /// within the depth and count limits.
-fn check_forms(
-    pdf: &Pdf,
+fn check_forms<'a>(
+    pdf: &'a Pdf,
     content: &[u8],
-    resources: &Dictionary,
+    resources: &'a Dictionary,
     depth: usize,
     budget: &mut usize,
-) -> Result<(), String> {
+    account: &mut InflateAccount<'a>,
+) -> Result<(), PageError> {
     let Ok(operations) = pdf_extract::content::Content::decode(content) else {
         return Ok(());
     };
@@ -194,20 +261,21 @@ fn check_forms(
         let Some(name) = operation.operands.first().and_then(|n| n.as_name().ok()) else {
             continue;
         };
-        let Some(Object::Stream(form)) = xobjects
+        let Some((id, Object::Stream(form))) = xobjects
             .and_then(|x| x.get(name).ok())
-            .and_then(|f| resolve(pdf, f))
+            .and_then(|f| resolve_with_id(pdf, f))
         else {
             continue;
         };
         if depth + 1 > MAX_FORM_DEPTH {
-            return Err(format!(
+            return Err(PageError::Unreadable(format!(
                 "form XObjects nest more than {MAX_FORM_DEPTH} deep (a loop?)"
-            ));
+            )));
         }
         *budget = budget.checked_sub(1).ok_or_else(|| {
             format!("the page draws more than {MAX_FORMS_PER_PAGE} form XObjects")
         })?;
+        account.charge_stream(id, form)?;
         let inner_resources = form
             .dict
             .get(b"Resources")
@@ -215,26 +283,23 @@ fn check_forms(
             .and_then(|r| resolve(pdf, r))
             .and_then(|r| r.as_dict().ok())
             .unwrap_or(resources);
+        account.charge_fonts(inner_resources)?;
         let inner_content = if form.filters().is_ok() {
             form.decompressed_content()
                 .unwrap_or_else(|_| form.content.clone())
         } else {
             form.content.clone()
         };
-        check_forms(pdf, &inner_content, inner_resources, depth + 1, budget)?;
+        check_forms(
+            pdf,
+            &inner_content,
+            inner_resources,
+            depth + 1,
+            budget,
+            account,
+        )?;
     }
     Ok(())
-}
-
-/// The object a (chain of) reference(s) points to.
-fn resolve<'a>(pdf: &'a Pdf, mut object: &'a Object) -> Option<&'a Object> {
-    for _ in 0..MAX_REFERENCE_HOPS {
-        match object {
-            Object::Reference(id) => object = pdf.get_object(*id).ok()?,
-            other => return Some(other),
-        }
-    }
-    None
 }
 
 #[cfg(test)]
@@ -363,7 +428,7 @@ pub(super) mod tests {
         ]);
         let second = text_content(&[&["Page two text."]]);
         let pdf = build_pdf(&[page(&first), page(&second)], &[], Some("Runbook"));
-        let document = extract_pdf(&pdf, &ExtractLimits::default()).unwrap();
+        let document = extract_pdf(&pdf, &ExtractLimits::default(), None).unwrap();
         assert_eq!(document.title.as_deref(), Some("Runbook"));
         let on_page = |n| Location::Pages { start: n, end: n };
         assert_eq!(
@@ -386,7 +451,7 @@ pub(super) mod tests {
             b"%PDF-1.4\nnot really",
             b"%PDF-1.7\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF",
         ] {
-            let error = extract_pdf(bytes, &ExtractLimits::default()).unwrap_err();
+            let error = extract_pdf(bytes, &ExtractLimits::default(), None).unwrap_err();
             assert!(
                 matches!(error, ExtractError::Malformed { format: "PDF", .. }),
                 "{error:?}"
@@ -407,7 +472,7 @@ pub(super) mod tests {
             &[],
             None,
         );
-        let error = extract_pdf(&pdf, &ExtractLimits::default()).unwrap_err();
+        let error = extract_pdf(&pdf, &ExtractLimits::default(), None).unwrap_err();
         assert!(
             matches!(&error, ExtractError::Malformed { reason, .. } if reason.contains("MediaBox")),
             "{error:?}"
@@ -425,7 +490,7 @@ pub(super) mod tests {
             &[],
             None,
         );
-        let document = extract_pdf(&pdf, &ExtractLimits::default()).unwrap();
+        let document = extract_pdf(&pdf, &ExtractLimits::default(), None).unwrap();
         assert_eq!(
             texts(&document),
             vec![("hello".to_string(), Location::Pages { start: 2, end: 2 })]
@@ -447,7 +512,7 @@ pub(super) mod tests {
             &[form],
             None,
         );
-        let error = extract_pdf(&pdf, &ExtractLimits::default()).unwrap_err();
+        let error = extract_pdf(&pdf, &ExtractLimits::default(), None).unwrap_err();
         assert!(
             matches!(&error, ExtractError::Malformed { reason, .. } if reason.contains("nest")),
             "{error:?}"
@@ -462,10 +527,132 @@ pub(super) mod tests {
             max_pdf_pages: 1,
             ..ExtractLimits::default()
         };
-        let error = extract_pdf(&pdf, &limits).unwrap_err();
+        let error = extract_pdf(&pdf, &limits, None).unwrap_err();
         assert!(
             matches!(error, ExtractError::TooManyPages { pages: 2, limit: 1 }),
             "{error:?}"
         );
+    }
+
+    /// One page of text that draws object 6, a Flate stream holding `compressed` with
+    /// `dict`'s entries, `draws` times.
+    fn with_flate_object(dict: &str, compressed: &[u8], draws: usize) -> Vec<u8> {
+        // Object 6: a stream after one page's two objects; the page draws it as a form.
+        let mut form = format!(
+            "<< {dict} /Filter /FlateDecode /Length {} >>\nstream\n",
+            compressed.len()
+        )
+        .into_bytes();
+        form.extend(compressed);
+        form.extend(b"\nendstream");
+        let content = format!(
+            "{}\n{}",
+            text_content(&[&["visible text"]]),
+            "/Fm Do\n".repeat(draws)
+        );
+        let mut pdf = build_pdf(
+            &[TestPage {
+                content: &content,
+                media_box: true,
+                extra: "/XObject << /Fm 6 0 R >>",
+            }],
+            &["PLACEHOLDER".to_string()],
+            None,
+        );
+        // `build_pdf` takes text objects; splice the binary one in place of the marker,
+        // shifting the xref offsets that follow it.
+        let at = pdf.windows(11).position(|w| w == b"PLACEHOLDER").unwrap();
+        let shift = form.len() as i64 - 11;
+        pdf.splice(at..at + 11, form);
+        let xref_at = pdf.windows(6).rposition(|w| w == b"\nxref\n").unwrap() + 1;
+        let (body, tail) = pdf.split_at(xref_at);
+        let tail = String::from_utf8(tail.to_vec()).unwrap();
+        let mut fixed = Vec::new();
+        for line in tail.split_inclusive('\n') {
+            let number = line
+                .strip_suffix(" 00000 n \n")
+                .and_then(|n| n.parse::<i64>().ok());
+            match number {
+                Some(offset) if offset as usize > at => {
+                    fixed.push(format!("{:010} 00000 n \n", offset + shift));
+                }
+                _ => fixed.push(line.to_string()),
+            }
+        }
+        let fixed = fixed.concat();
+        let start_at = fixed.rfind("startxref\n").unwrap() + "startxref\n".len();
+        let end_at = start_at + fixed[start_at..].find('\n').unwrap();
+        let fixed = format!("{}{}{}", &fixed[..start_at], xref_at, &fixed[end_at..]);
+        let mut out = body.to_vec();
+        out.extend(fixed.bytes());
+        out
+    }
+
+    fn small_budget() -> ExtractLimits {
+        ExtractLimits {
+            max_pdf_inflated_bytes: 1 << 20,
+            ..ExtractLimits::default()
+        }
+    }
+
+    #[test]
+    fn a_form_that_inflates_past_the_budget_fails_the_file() {
+        use super::super::pdf_budget::tests::zlib_zeros;
+        let bomb = zlib_zeros(8 << 20);
+        let pdf = with_flate_object("/Type /XObject /Subtype /Form /BBox [0 0 10 10]", &bomb, 1);
+        let error = extract_pdf(&pdf, &small_budget(), None).unwrap_err();
+        assert!(
+            matches!(error, ExtractError::InflateBudget { limit } if limit == 1 << 20),
+            "{error:?}"
+        );
+        assert!(error.to_string().contains("decompression bomb"), "{error}");
+        // Under a budget that holds it, the same file reads.
+        let document = extract_pdf(&pdf, &ExtractLimits::default(), None).unwrap();
+        assert_eq!(texts(&document)[0].0, "visible text");
+    }
+
+    #[test]
+    fn a_small_form_drawn_many_times_is_charged_for_every_draw() {
+        use super::super::pdf_budget::tests::zlib_zeros;
+        let form = zlib_zeros(200 << 10);
+        let dict = "/Type /XObject /Subtype /Form";
+        let four = with_flate_object(dict, &form, 4);
+        assert!(extract_pdf(&four, &small_budget(), None).is_ok());
+        let eight = with_flate_object(dict, &form, 8);
+        let error = extract_pdf(&eight, &small_budget(), None).unwrap_err();
+        assert!(
+            matches!(error, ExtractError::InflateBudget { .. }),
+            "{error:?}"
+        );
+    }
+
+    #[test]
+    fn an_image_is_never_inflated() {
+        use super::super::pdf_budget::tests::zlib_zeros;
+        let image = zlib_zeros(8 << 20);
+        let pdf = with_flate_object(
+            "/Type /XObject /Subtype /Image /Width 4096 /Height 2048 /ColorSpace /DeviceGray /BitsPerComponent 8",
+            &image,
+            3,
+        );
+        let document = extract_pdf(&pdf, &small_budget(), None).unwrap();
+        assert_eq!(texts(&document)[0].0, "visible text");
+    }
+
+    #[test]
+    fn an_expired_time_budget_fails_the_file() {
+        let content = text_content(&[&["x"]]);
+        let pdf = build_pdf(&[page(&content), page(&content)], &[], None);
+        let limits = ExtractLimits {
+            max_time_per_file: std::time::Duration::ZERO,
+            ..ExtractLimits::default()
+        };
+        let past = Instant::now().checked_sub(std::time::Duration::from_millis(5));
+        let error = extract_pdf(&pdf, &limits, past).unwrap_err();
+        assert!(
+            matches!(error, ExtractError::TimedOut { seconds: 0 }),
+            "{error:?}"
+        );
+        assert!(extract_pdf(&pdf, &limits, None).is_ok());
     }
 }
