@@ -5,7 +5,7 @@
 
 import * as api from './api.js';
 import { h, uniqueId } from './dom.js';
-import { bindText, hasTranslation } from './i18n.js';
+import { bindAttr, bindText, hasTranslation } from './i18n.js';
 
 /** Readers as the server writes them: role:R, group:G or user:U. */
 const READER_PATTERN = /^(role:(admin|operator|viewer)|group:[\p{L}\p{N}._-]{1,64}|user:[A-Za-z0-9_.-]{1,64})$/u;
@@ -177,8 +177,18 @@ export function dash() {
   return h('span', { className: 'admin-muted', text: '—' });
 }
 
-/** A table with translated column headers; `rows` are <tr> elements. */
+/**
+ * A table with translated column headers; `rows` are <tr> elements. Each cell of a full row
+ * also carries its column's name (`data-label`), shown above it when narrow screens stack
+ * the cells.
+ */
 export function table(columnKeys, rows, { testid, caption = null } = {}) {
+  for (const row of rows) {
+    if (row.children.length !== columnKeys.length) continue;
+    [...row.children].forEach((cell, index) => {
+      if (columnKeys[index]) bindAttr(cell, 'data-label', columnKeys[index]);
+    });
+  }
   const head = h('tr', {}, columnKeys.map((key) => (key ? bindText(h('th', { attrs: { scope: 'col' } }), key) : h('th', { attrs: { scope: 'col' } }))));
   return h('div', { className: 'admin-table-scroll' },
     h('table', { className: 'admin-table', testid },
