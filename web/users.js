@@ -144,8 +144,8 @@ class UsersView {
     try {
       await api.updateUser(name, changes);
     } catch (error) {
+      await this.refresh(); // Puts back what the server kept (a refused role, say).
       showError(this.error, error);
-      await this.refresh();
       return false;
     }
     await this.refresh();

@@ -42,7 +42,7 @@ const mockUser = (name) => harness.mock.state.users.find((user) => user.name ===
 const audited = (action, target) => harness.mock.state.admin.audit.some((row) => row.action === action && row.target === target);
 
 test('an admin creates an account, changes its role and groups, disables, enables and resets its password', async () => {
-  const page = await newPage(harness, { expected: [/^409 .*\/api\/users$/] });
+  const page = await newPage(harness, { expected: [/^409 .*\/api\/users(\/alice)?$/] });
   const vera = await newPage(harness, { expected: [/^401 /] });
   try {
     await signIn(page, harness);
@@ -55,6 +55,12 @@ test('an admin creates an account, changes its role and groups, disables, enable
     assert.equal(await self.getByTestId('user-role-select').isDisabled(), true);
     assert.equal(await self.getByTestId('user-disable').isVisible(), false);
     assert.equal(await page.getByTestId('nav-users').getAttribute('aria-current'), 'page');
+    // Were the select enabled, the server would refuse (409), and its message shows.
+    await self.getByTestId('user-role-select').evaluate((select) => { select.disabled = false; });
+    await self.getByTestId('user-role-select').selectOption('viewer');
+    await expectText(page.getByTestId('users-error'), 'you cannot change your own role; another admin can');
+    assert.equal(await self.getByTestId('user-role-select').inputValue(), 'admin');
+    assert.equal(mockUser('alice').role, 'admin');
 
     await page.getByTestId('user-create-name').fill('nina');
     await page.getByTestId('user-create-role').selectOption('operator');
