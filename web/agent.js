@@ -3,12 +3,15 @@
 // question, degraded-run notices, and the cited passages — markers in the text, a list of
 // sources under it, and a panel with the passage a marker opens. A live answer feeds it the
 // run's events as they arrive; a stored answer feeds it the replayed events and the
-// message's stored citations. Everything from events reaches the DOM as text.
+// message's stored citations. A citation that names its chunk (`chunk_id`) also opens the
+// passage viewer, which shows it in its document's context. Everything from events reaches
+// the DOM as text.
 
 import { h, uniqueId } from './dom.js';
 import { bindAttr, bindText, hasTranslation } from './i18n.js';
 import { createConfirmation, renderCard, token } from './cards.js';
 import { renderMarkdown } from './markdown.js';
+import { openPassage } from './passage.js';
 
 /** The event types this view draws (the others are the run's lifecycle and its text). */
 export const AGENT_EVENTS = new Set(['route.decided', 'tool.started', 'tool.completed', 'citation', 'card',
@@ -285,13 +288,20 @@ class AnswerView {
     ].filter(([, value]) => value !== '');
     const list = h('dl', { className: 'facts citation-facts' }, facts.map(([key, value, params]) =>
       h('div', { className: 'fact' }, bindText(h('dt'), key, params), h('dd', { text: value }))));
+    const chunkId = text(citation.chunk_id);
+    let context = null;
+    if (chunkId) {
+      context = bindText(h('button', { type: 'button', className: 'button button-small citation-context', testid: 'citation-open-passage' }), 'passage.open');
+      context.addEventListener('click', () => openPassage(chunkId, context));
+    }
     this.panel.replaceChildren(
       h('header', { className: 'citation-header' },
         h('span', { className: 'citation-number', text: String(n) }),
         h('h3', { className: 'citation-title', testid: 'citation-title', text: titleOf(citation) }),
         close),
       list,
-      h('blockquote', { className: 'citation-text', testid: 'citation-text', text: text(citation.text) }));
+      h('blockquote', { className: 'citation-text', testid: 'citation-text', text: text(citation.text) }),
+      context);
   }
 }
 
@@ -306,6 +316,11 @@ function labelled(element, kind, value) {
 /** [label key, text, params] rows for a citation's location (lines, pages or paragraphs). */
 function locationFacts(location) {
   if (!location || typeof location !== 'object') return [];
+  if (['lines', 'pages', 'paragraphs'].includes(location.kind) && text(location.start)) {
+    // The knowledge base's own shape: {kind, start, end}.
+    const [from, to] = [text(location.start), text(location.end) || text(location.start)];
+    return [[`citation.${location.kind}`, from === to ? from : `${from}–${to}`]];
+  }
   for (const unit of ['lines', 'pages', 'paragraphs']) {
     const range = location[unit];
     if (!Array.isArray(range) || range.length === 0) continue;

@@ -184,3 +184,179 @@ function retryAfter(header) {
   const date = Date.parse(header);
   return Number.isFinite(date) ? Math.max(0, Math.ceil((date - Date.now()) / 1000)) : null;
 }
+
+// --- Knowledge bases ---------------------------------------------------------------------------
+
+/** The knowledge bases the caller may read: [{name, documents, chunks, created_at, synced_at, readers, root?}]. */
+export async function listKnowledgeBases() {
+  const data = await request('GET', '/api/kb');
+  return Array.isArray(data?.knowledge_bases) ? data.knowledge_bases : [];
+}
+
+/** Registers a folder (admins); resolves to the new knowledge base. */
+export async function addKnowledgeBase(name, path, readers) {
+  const data = await request('POST', '/api/kb', { body: { name, path, readers } });
+  return data?.knowledge_base ?? data;
+}
+
+/** Replaces a knowledge base's readers (admins); resolves to the knowledge base. */
+export async function setKnowledgeBaseReaders(name, readers) {
+  const data = await request('PUT', `/api/kb/${encodeURIComponent(name)}/readers`, { body: { readers } });
+  return data?.knowledge_base ?? data;
+}
+
+export function removeKnowledgeBase(name) {
+  return request('DELETE', `/api/kb/${encodeURIComponent(name)}`);
+}
+
+export function cancelKnowledgeBaseSync(name) {
+  return request('POST', `/api/kb/${encodeURIComponent(name)}/sync/cancel`);
+}
+
+/**
+ * Starts a sync and reads its Server-Sent Events (`progress`, then `completed` or `failed`)
+ * from the POST's response body, calling `onEvent({type, data})` for each. Resolves when the
+ * stream ends; `signal` stops reading (the server's sync goes on). A refused start (409 while
+ * another sync runs, 403, 404) rejects with an ApiError before any event.
+ */
+export async function syncKnowledgeBase(name, { onEvent, signal } = {}) {
+  const headers = { Accept: 'text/event-stream', 'Content-Type': 'application/json' };
+  const token = csrfToken();
+  if (token) headers['X-CSRF-Token'] = token;
+  let response;
+  try {
+    response = await fetch(`/api/kb/${encodeURIComponent(name)}/sync`, {
+      method: 'POST', headers, body: '{}', credentials: 'same-origin', cache: 'no-store', signal,
+    });
+  } catch (error) {
+    if (signal?.aborted) return;
+    throw new ApiError(0, 'network', error instanceof Error ? error.message : String(error));
+  }
+  if (!response.ok) {
+    let data = null;
+    try {
+      data = await response.json();
+    } catch {
+      data = null;
+    }
+    const error = new ApiError(response.status, data?.error?.code ?? `http_${response.status}`, data?.error?.message ?? response.statusText);
+    if (response.status === 401 && unauthorizedHandler) unauthorizedHandler(error);
+    throw error;
+  }
+  if (!response.body) return;
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = '';
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += decoder.decode(value, { stream: true }).replace(/\r\n?/g, '\n');
+      let end;
+      while ((end = buffer.indexOf('\n\n')) !== -1) {
+        const block = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        const event = parseServerEvent(block);
+        if (event) onEvent?.(event);
+      }
+    }
+  } catch (error) {
+    if (signal?.aborted) return;
+    throw new ApiError(0, 'network', error instanceof Error ? error.message : String(error));
+  }
+}
+
+/** One Server-Sent Events block as {type, data}; null for comments and unparsable data. */
+export function parseServerEvent(block) {
+  let type = 'message';
+  const data = [];
+  for (const line of block.split('\n')) {
+    if (line === '' || line.startsWith(':')) continue;
+    const colon = line.indexOf(':');
+    const field = colon === -1 ? line : line.slice(0, colon);
+    const value = colon === -1 ? '' : line.slice(colon + 1).replace(/^ /, '');
+    if (field === 'event') type = value;
+    else if (field === 'data') data.push(value);
+  }
+  if (data.length === 0) return null;
+  try {
+    return { type, data: JSON.parse(data.join('\n')) };
+  } catch {
+    return null;
+  }
+}
+
+/** Searches knowledge bases: [{chunk_id, score, text, citation, bm25, vector}]. */
+export async function searchKnowledge({ q, kb = '', mode = 'hybrid', limit = 10 }) {
+  const params = new URLSearchParams({ q, mode, limit: String(limit) });
+  if (kb) params.set('kb', kb);
+  const data = await request('GET', `/api/kb/search?${params}`);
+  return Array.isArray(data?.hits) ? data.hits : [];
+}
+
+/** A passage in its document context: {passage, before, after}. */
+export function getPassage(chunkId) {
+  return request('GET', `/api/kb/passages/${encodeURIComponent(chunkId)}`);
+}
+
+// --- Users, groups, tokens and the audit log ------------------------------------------------------
+
+export async function listUsers() {
+  const data = await request('GET', '/api/users');
+  return Array.isArray(data?.users) ? data.users : [];
+}
+
+export async function createUser(user) {
+  const data = await request('POST', '/api/users', { body: user });
+  return data?.user ?? data;
+}
+
+/** Changes a user's role, disabled flag and/or groups; resolves to the user. */
+export async function updateUser(name, changes) {
+  const data = await request('PATCH', `/api/users/${encodeURIComponent(name)}`, { body: changes });
+  return data?.user ?? data;
+}
+
+export function resetPassword(name, password) {
+  return request('POST', `/api/users/${encodeURIComponent(name)}/password`, { body: { password } });
+}
+
+export async function listGroups() {
+  const data = await request('GET', '/api/groups');
+  return Array.isArray(data?.groups) ? data.groups : [];
+}
+
+export async function createGroup(name) {
+  const data = await request('POST', '/api/groups', { body: { name } });
+  return data?.group ?? data;
+}
+
+export function removeGroup(name) {
+  return request('DELETE', `/api/groups/${encodeURIComponent(name)}`);
+}
+
+/** API tokens' metadata: the caller's, or (admins) `user`'s. */
+export async function listTokens(user = null) {
+  const data = await request('GET', user ? `/api/tokens?user=${encodeURIComponent(user)}` : '/api/tokens');
+  return Array.isArray(data?.tokens) ? data.tokens : [];
+}
+
+/** Creates a token; resolves to {id, label, secret} — the only time the secret is seen. */
+export function createToken(label, user = null) {
+  return request('POST', '/api/tokens', { body: user ? { label, user } : { label } });
+}
+
+export function revokeToken(id) {
+  return request('DELETE', `/api/tokens/${encodeURIComponent(id)}`);
+}
+
+/** One page of the audit log: {entries, next_before}; `filters` holds actor, action, since, until, before, limit. */
+export async function readAudit(filters = {}) {
+  const params = new URLSearchParams();
+  for (const [key, value] of Object.entries(filters)) {
+    if (value !== null && value !== undefined && value !== '') params.set(key, String(value));
+  }
+  const query = params.toString();
+  const data = await request('GET', query ? `/api/audit?${query}` : '/api/audit');
+  return { entries: Array.isArray(data?.entries) ? data.entries : [], next_before: data?.next_before ?? null };
+}

@@ -1,7 +1,8 @@
 // The entry point of Warden's web UI. It owns start-up, which screen is shown (first
 // administrator, sign-in, or the signed-in shell), the top bar (user, language, sign-out),
 // and hash routing: `#/c/<id>` opens a conversation, `#/diagnostics` the diagnostic tasks and
-// `#/diagnostics/<id>` one of them, anything else the new-chat state.
+// `#/diagnostics/<id>` one of them, `#/knowledge` the knowledge bases, `#/tokens` the API
+// tokens, `#/users` and `#/audit` the admin screens, anything else the new-chat state.
 
 import * as api from './api.js';
 import { bootstrapScreen, loginScreen } from './auth.js';
@@ -9,16 +10,29 @@ import { createChatView } from './chat.js';
 import { createDiagnosticsView } from './diagnostics.js';
 import { h } from './dom.js';
 import { bindAttr, bindText, language, setLanguage, t } from './i18n.js';
+import { createAuditView } from './audit.js';
+import { createKnowledgeView } from './knowledge.js';
+import { closePassage } from './passage.js';
 import { createSidebar } from './sidebar.js';
+import { createTokensView } from './tokens.js';
+import { createUsersView } from './users.js';
 
 const root = document.getElementById('app');
 const CONVERSATION_ROUTE = /^#\/c\/([^/?#]+)$/;
 const DIAGNOSTICS_ROUTE = /^#\/diagnostics(?:\/([^/?#]+))?$/;
+/** Screens reached by `#/<name>`; `admin` ones are linked for admins only. */
+const SCREENS = [
+  { name: 'knowledge', create: createKnowledgeView, admin: false },
+  { name: 'tokens', create: createTokensView, admin: false },
+  { name: 'users', create: createUsersView, admin: true },
+  { name: 'audit', create: createAuditView, admin: true },
+];
+const SCREEN_ROUTE = /^#\/(knowledge|tokens|users|audit)$/;
 const BOOTSTRAP_ROUTE = /^#bootstrap=([^&]+)/;
 /** Widths at or below this show the conversation list as an overlay (keep in sync with style.css). */
 const NARROW_LAYOUT = window.matchMedia('(max-width: 760px)');
 
-/** The signed-in state: {user, sidebar, chat, diagnostics, shell}, or null while signed out. */
+/** The signed-in state: {user, sidebar, chat, diagnostics, screens, shell}, or null while signed out. */
 let session = null;
 
 start().catch((error) => {
@@ -79,14 +93,17 @@ function showLogin(noticeKey = null) {
 
 function signIn(user) {
   endSession();
-  const sidebar = createSidebar({ onNewChat: startNewChat, onNavigate: () => setMenuOpen(false) });
+  const sidebar = createSidebar({ onNewChat: startNewChat, onNavigate: () => setMenuOpen(false), isAdmin: user.role === 'admin' });
   const chat = createChatView({ onActivity: () => sidebar.refresh() });
   const diagnostics = createDiagnosticsView({ user });
+  const screens = new Map(SCREENS.filter((screen) => !screen.admin || user.role === 'admin')
+    .map((screen) => [screen.name, screen.create({ user })]));
   const backdrop = h('div', { className: 'sidebar-backdrop', on: { click: () => setMenuOpen(false) } });
   const shell = h('div', { className: 'shell' },
     topBar(user),
-    h('div', { className: 'layout' }, sidebar.element, backdrop, chat.element, diagnostics.element));
-  session = { user, sidebar, chat, diagnostics, shell };
+    h('div', { className: 'layout' }, sidebar.element, backdrop, chat.element, diagnostics.element,
+      [...screens.values()].map((screen) => screen.element)));
+  session = { user, sidebar, chat, diagnostics, screens, shell };
   root.replaceChildren(shell);
   sidebar.refresh();
   route();
@@ -101,6 +118,8 @@ function signOut(noticeKey = null) {
 function endSession() {
   session?.chat.dispose();
   session?.diagnostics.dispose();
+  for (const screen of session?.screens.values() ?? []) screen.dispose();
+  closePassage();
   session = null;
 }
 
@@ -111,8 +130,21 @@ function route() {
   }
   setMenuOpen(false);
   const diagnostics = DIAGNOSTICS_ROUTE.exec(window.location.hash);
+  const screenMatch = SCREEN_ROUTE.exec(window.location.hash);
+  // An admin screen named by a non-admin shows the new-chat state.
+  const screenName = screenMatch && session.screens.has(screenMatch[1]) ? screenMatch[1] : null;
   session.sidebar.setDiagnosticsActive(diagnostics !== null);
-  session.chat.element.hidden = diagnostics !== null;
+  session.sidebar.setScreenActive(screenName);
+  session.chat.element.hidden = diagnostics !== null || screenName !== null;
+  for (const [name, screen] of session.screens) {
+    if (name !== screenName && !screen.element.hidden) screen.hide();
+  }
+  if (screenName) {
+    session.sidebar.setActive(null);
+    session.diagnostics.hide();
+    session.screens.get(screenName).show();
+    return;
+  }
   if (diagnostics) {
     session.sidebar.setActive(null);
     session.diagnostics.show(diagnostics[1] === undefined ? null : routeId(diagnostics[1]));

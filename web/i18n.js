@@ -1,7 +1,10 @@
 // Every user-visible string of the web UI, in English and Chinese, and the current language.
 // Elements bound with bindText/bindAttr remember their key (data-i18n…), so switching the
 // language re-translates the page in place without rebuilding it (a streaming answer keeps
-// streaming). Times shown with bindTime are re-formatted for the new language too.
+// streaming). Times shown with bindTime are re-formatted for the new language too. The
+// administration screens' strings live in i18n-admin.js and are merged in here.
+
+import { ADMIN_STRINGS } from './i18n-admin.js';
 
 const STORAGE_KEY = 'warden.lang';
 export const LANGUAGES = ['en', 'zh'];
@@ -710,6 +713,8 @@ const STRINGS = {
     'diag.field.in_window': '在事件时间窗内',
   },
 };
+
+for (const code of LANGUAGES) Object.assign(STRINGS[code], ADMIN_STRINGS[code]);
 
 let current = initialLanguage();
 

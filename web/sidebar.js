@@ -1,23 +1,29 @@
-// The navigation on the left: a "New chat" button, the link to the Diagnostics view
-// (`#/diagnostics`), and the user's conversations, newest first, each a link to its `#/c/<id>`
-// route. It owns fetching and drawing that list and marking what is open; routing itself
-// belongs to app.js.
+// The navigation on the left: a "New chat" button, the links to the Diagnostics view
+// (`#/diagnostics`), Knowledge (`#/knowledge`) and API tokens (`#/tokens`) — and for admins
+// Users (`#/users`) and Audit (`#/audit`) — and the user's conversations, newest first, each
+// a link to its `#/c/<id>` route. It owns fetching and drawing that list and marking what is
+// open; routing itself belongs to app.js.
 
 import * as api from './api.js';
 import { h } from './dom.js';
-import { bindText, bindTime } from './i18n.js';
+import { bindAttr, bindText, bindTime } from './i18n.js';
 
 /**
  * Creates the sidebar. `onNavigate` is told when a link is followed (even to what is open,
- * which changes no route). Returns {element, refresh(), setActive(id), setDiagnosticsActive(on)}.
+ * which changes no route). `isAdmin` adds the admin screens' links. Returns {element, refresh(),
+ * setActive(id), setDiagnosticsActive(on), setScreenActive(name | null)}.
  */
-export function createSidebar({ onNewChat, onNavigate = () => {} }) {
+export function createSidebar({ onNewChat, onNavigate = () => {}, isAdmin = false }) {
   const newChat = h('button', { type: 'button', className: 'button button-primary new-chat', testid: 'new-chat', on: { click: onNewChat } },
     h('span', { className: 'new-chat-plus', text: '+', attrs: { 'aria-hidden': 'true' } }),
     bindText(h('span'), 'nav.new_chat'));
   const diagnostics = h('a', { className: 'section-link', href: '#/diagnostics', testid: 'nav-diagnostics', on: { click: () => onNavigate() } },
     h('span', { className: 'section-link-icon', attrs: { 'aria-hidden': 'true' } }),
     bindText(h('span'), 'nav.diagnostics'));
+  const screenLinks = new Map(['knowledge', 'tokens', ...(isAdmin ? ['users', 'audit'] : [])].map((name) => [name,
+    h('a', { className: `section-link section-link-${name}`, href: `#/${name}`, testid: `nav-${name}`, on: { click: () => onNavigate() } },
+      h('span', { className: 'section-link-icon', attrs: { 'aria-hidden': 'true' } }),
+      bindText(h('span'), `nav.${name}`))]));
   const heading = bindText(h('h2', { className: 'sidebar-heading', id: 'sidebar-heading' }), 'nav.heading');
   const list = h('ul', { className: 'conversation-list' });
   list.addEventListener('click', (event) => {
@@ -26,7 +32,7 @@ export function createSidebar({ onNewChat, onNavigate = () => {} }) {
   const status = h('p', { className: 'sidebar-status', hidden: true });
   const element = h('aside', { className: 'sidebar', id: 'sidebar' },
     newChat,
-    h('nav', { className: 'section-nav' }, diagnostics),
+    bindAttr(h('nav', { className: 'section-nav' }, diagnostics, [...screenLinks.values()]), 'aria-label', 'nav.sections'),
     h('nav', { className: 'sidebar-nav', attrs: { 'aria-labelledby': 'sidebar-heading' } }, heading, list, status));
   let activeId = null;
   let generation = 0;
@@ -68,7 +74,14 @@ export function createSidebar({ onNewChat, onNavigate = () => {} }) {
     else diagnostics.removeAttribute('aria-current');
   };
 
-  return { element, refresh, setActive, setDiagnosticsActive };
+  const setScreenActive = (active) => {
+    for (const [name, link] of screenLinks) {
+      if (name === active) link.setAttribute('aria-current', 'page');
+      else link.removeAttribute('aria-current');
+    }
+  };
+
+  return { element, refresh, setActive, setDiagnosticsActive, setScreenActive };
 }
 
 function conversationItem(conversation) {

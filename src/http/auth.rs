@@ -53,6 +53,8 @@ pub enum Permission {
     ManageKnowledge,
     /// Read the audit log.
     ReadAudit,
+    /// Create, change and disable users, manage groups, and see anyone's API tokens.
+    ManageUsers,
     /// Start a diagnostic task on an incident.
     Diagnose,
 }
@@ -64,7 +66,9 @@ impl Permission {
             Permission::SyncKnowledge | Permission::Diagnose => {
                 matches!(role, Role::Admin | Role::Operator)
             }
-            Permission::ManageKnowledge | Permission::ReadAudit => role == Role::Admin,
+            Permission::ManageKnowledge | Permission::ReadAudit | Permission::ManageUsers => {
+                role == Role::Admin
+            }
         }
     }
 }
@@ -259,6 +263,7 @@ mod tests {
                 SyncKnowledge,
                 ManageKnowledge,
                 ReadAudit,
+                ManageUsers,
             ]
             .into_iter()
             .filter(|p| p.allowed_for(role))
@@ -276,7 +281,8 @@ mod tests {
                 ReadKnowledge,
                 SyncKnowledge,
                 ManageKnowledge,
-                ReadAudit
+                ReadAudit,
+                ManageUsers
             ]
         );
     }

@@ -6,12 +6,15 @@
 //! threads' internals.
 
 mod actions;
+#[cfg(test)]
+mod admin_tests;
 mod assets;
 mod audit;
 mod auth;
 mod conversations;
 mod diagnostics;
 mod error;
+mod groups;
 mod health;
 mod incidents;
 #[cfg(test)]
@@ -26,6 +29,8 @@ mod runs;
 mod session;
 #[cfg(test)]
 mod tests;
+mod tokens;
+mod users;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -101,6 +106,9 @@ pub fn router(state: AppState) -> Router {
         .merge(incidents::routes())
         .merge(diagnostics::routes())
         .merge(actions::routes())
+        .merge(users::routes())
+        .merge(groups::routes())
+        .merge(tokens::routes())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::require_caller,

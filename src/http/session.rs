@@ -243,6 +243,18 @@ pub(super) async fn audit(
     target: Option<&str>,
     outcome: AuditOutcome,
 ) {
+    audit_with_detail(state, actor, action, target, outcome, None).await;
+}
+
+/// `audit` with a JSON `detail` (which must hold no secrets).
+pub(super) async fn audit_with_detail(
+    state: &AppState,
+    actor: &str,
+    action: &str,
+    target: Option<&str>,
+    outcome: AuditOutcome,
+    detail: Option<serde_json::Value>,
+) {
     let store = state.store.clone();
     let actor = actor.to_owned();
     let action = action.to_owned();
@@ -253,7 +265,7 @@ pub(super) async fn audit(
             action: &action,
             target: target.as_deref(),
             outcome,
-            detail: None,
+            detail: detail.as_ref(),
         };
         Ok(store.record(&entry, now_secs())?)
     })

@@ -2,7 +2,8 @@
 //! (idle and absolute timeouts, a CSRF token each) and the one-time bootstrap token that
 //! creates the first admin. Every secret is returned to the caller once and stored only as
 //! its SHA-256; disabling a user ends their sessions and revokes their tokens in the same
-//! transaction.
+//! transaction, and so does a password reset end their sessions. A user's changes (role,
+//! disabled, group memberships) are applied together by `update_user`, in one transaction.
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
@@ -20,6 +21,11 @@ pub const LAST_SEEN_RESOLUTION_SECS: i64 = 10;
 
 /// The prefix of every API token secret.
 const TOKEN_SECRET_PREFIX: &str = "wdn_";
+
+/// Longest API token label.
+pub const MAX_TOKEN_LABEL_CHARS: usize = 100;
+/// Most groups one user may belong to through `update_user`.
+pub const MAX_GROUPS_PER_USER: usize = 100;
 
 /// What a user may do; the HTTP layer maps roles to permissions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -59,6 +65,18 @@ pub struct NewApiToken {
     pub secret: String,
 }
 
+/// Changes to one user, applied together by `Accounts::update_user`; `None` leaves that
+/// part as it is.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UserUpdate {
+    pub role: Option<Role>,
+    /// `true` disables (sessions end, tokens are revoked); `false` enables again (revoked
+    /// tokens stay revoked).
+    pub disabled: Option<bool>,
+    /// The user's groups from now on (replacing the old ones); every group must exist.
+    pub groups: Option<Vec<String>>,
+}
+
 /// A session just created: `id` goes in the cookie, `csrf_token` to the page; both are
 /// stored only hashed. `expires_at` is the absolute limit (for the cookie's lifetime).
 #[derive(Clone, PartialEq)]
@@ -82,6 +100,12 @@ pub trait Accounts {
     /// Disables the user, deletes their sessions and revokes their tokens, in one
     /// transaction. Disabling a disabled user changes nothing and succeeds.
     fn disable_user(&self, name: &str, now: i64) -> Result<User>;
+    /// Applies role, disabled and group changes in one transaction: either all or none.
+    /// `NotFound` for an unknown user or group, `Invalid` for too many groups.
+    fn update_user(&self, name: &str, update: &UserUpdate, now: i64) -> Result<User>;
+    /// Replaces the user's password (same rules as `create_user`) and ends their sessions;
+    /// their API tokens keep working.
+    fn reset_password(&self, name: &str, password: &str) -> Result<User>;
     /// The user if the name exists, is enabled and the password matches. Takes about the
     /// same time whichever of those fails.
     fn verify_password(&self, name: &str, password: &str) -> Result<Option<User>>;
@@ -89,6 +113,8 @@ pub trait Accounts {
     fn create_token(&self, user_name: &str, label: &str, now: i64) -> Result<NewApiToken>;
     /// The user's tokens, newest first, revoked ones included.
     fn tokens(&self, user_name: &str) -> Result<Vec<ApiToken>>;
+    /// One token's metadata by id; `NotFound` for an unknown id.
+    fn token(&self, token_id: &str) -> Result<ApiToken>;
     /// The enabled user holding this unrevoked token secret.
     fn user_by_token(&self, secret: &str) -> Result<Option<User>>;
     /// Revokes a token by id; revoking twice succeeds. `NotFound` for an unknown id.
@@ -156,16 +182,60 @@ impl Accounts for Store {
     fn disable_user(&self, name: &str, now: i64) -> Result<User> {
         self.write(|t| {
             let user = user_where(t, "name = ?1", name)?.ok_or_else(|| user_not_found(name))?;
-            t.execute("UPDATE users SET disabled = 1 WHERE id = ?1", [user.id])?;
-            t.execute("DELETE FROM sessions WHERE user_id = ?1", [user.id])?;
-            t.execute(
-                "UPDATE api_tokens SET revoked_at = ?2 WHERE user_id = ?1 AND revoked_at IS NULL",
-                params![user.id, now],
-            )?;
+            end_access(t, user.id, now)?;
             Ok(User {
                 disabled: true,
                 ..user
             })
+        })
+    }
+
+    fn update_user(&self, name: &str, update: &UserUpdate, now: i64) -> Result<User> {
+        if let Some(groups) = &update.groups {
+            if groups.len() > MAX_GROUPS_PER_USER {
+                return Err(StoreError::Invalid(format!(
+                    "a user belongs to at most {MAX_GROUPS_PER_USER} groups"
+                )));
+            }
+        }
+        self.write(|t| {
+            let mut user = user_where(t, "name = ?1", name)?.ok_or_else(|| user_not_found(name))?;
+            if let Some(groups) = &update.groups {
+                replace_groups(t, user.id, groups)?;
+            }
+            if let Some(role) = update.role {
+                t.execute(
+                    "UPDATE users SET role = ?2 WHERE id = ?1",
+                    params![user.id, role],
+                )?;
+                user.role = role;
+            }
+            match update.disabled {
+                Some(true) if !user.disabled => {
+                    end_access(t, user.id, now)?;
+                    user.disabled = true;
+                }
+                Some(false) if user.disabled => {
+                    t.execute("UPDATE users SET disabled = 0 WHERE id = ?1", [user.id])?;
+                    user.disabled = false;
+                }
+                _ => {}
+            }
+            Ok(user)
+        })
+    }
+
+    fn reset_password(&self, name: &str, password: &str) -> Result<User> {
+        passwords::validate_password(password)?;
+        let hash = passwords::hash_password(password)?;
+        self.write(|t| {
+            let user = user_where(t, "name = ?1", name)?.ok_or_else(|| user_not_found(name))?;
+            t.execute(
+                "UPDATE users SET password_hash = ?2 WHERE id = ?1",
+                params![user.id, hash],
+            )?;
+            t.execute("DELETE FROM sessions WHERE user_id = ?1", [user.id])?;
+            Ok(user)
         })
     }
 
@@ -186,6 +256,7 @@ impl Accounts for Store {
     }
 
     fn create_token(&self, user_name: &str, label: &str, now: i64) -> Result<NewApiToken> {
+        validate_token_label(label)?;
         let id = secrets::new_id("tok")?;
         let secret = format!(
             "{TOKEN_SECRET_PREFIX}{}",
@@ -213,16 +284,20 @@ impl Accounts for Store {
                 "SELECT id, user_id, label, created_at, revoked_at FROM api_tokens
                  WHERE user_id = ?1 ORDER BY created_at DESC, rowid DESC",
             )?;
-            let rows = statement.query_map([user.id], |r| {
-                Ok(ApiToken {
-                    id: r.get(0)?,
-                    user_id: r.get(1)?,
-                    label: r.get(2)?,
-                    created_at: r.get(3)?,
-                    revoked_at: r.get(4)?,
-                })
-            })?;
+            let rows = statement.query_map([user.id], token_from_row)?;
             Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+    }
+
+    fn token(&self, token_id: &str) -> Result<ApiToken> {
+        self.read(|c| {
+            c.query_row(
+                "SELECT id, user_id, label, created_at, revoked_at FROM api_tokens WHERE id = ?1",
+                [token_id],
+                token_from_row,
+            )
+            .optional()?
+            .ok_or_else(|| StoreError::NotFound(format!("token `{token_id}`")))
         })
     }
 
@@ -427,6 +502,64 @@ fn user_from_row(row: &Row<'_>) -> rusqlite::Result<User> {
         disabled: row.get(3)?,
         created_at: row.get(4)?,
     })
+}
+
+fn token_from_row(row: &Row<'_>) -> rusqlite::Result<ApiToken> {
+    Ok(ApiToken {
+        id: row.get(0)?,
+        user_id: row.get(1)?,
+        label: row.get(2)?,
+        created_at: row.get(3)?,
+        revoked_at: row.get(4)?,
+    })
+}
+
+/// Labels are 1 to `MAX_TOKEN_LABEL_CHARS` characters, not only spaces, no control characters.
+fn validate_token_label(label: &str) -> Result<()> {
+    let valid = !label.trim().is_empty()
+        && label.chars().count() <= MAX_TOKEN_LABEL_CHARS
+        && !label.chars().any(char::is_control);
+    if valid {
+        Ok(())
+    } else {
+        Err(StoreError::Invalid(format!(
+            "a token label is 1 to {MAX_TOKEN_LABEL_CHARS} characters, without control characters"
+        )))
+    }
+}
+
+/// Disables the user, ends their sessions and revokes their tokens (inside a transaction).
+fn end_access(t: &Connection, user_id: i64, now: i64) -> Result<()> {
+    t.execute("UPDATE users SET disabled = 1 WHERE id = ?1", [user_id])?;
+    t.execute("DELETE FROM sessions WHERE user_id = ?1", [user_id])?;
+    t.execute(
+        "UPDATE api_tokens SET revoked_at = ?2 WHERE user_id = ?1 AND revoked_at IS NULL",
+        params![user_id, now],
+    )?;
+    Ok(())
+}
+
+/// Makes `groups` the user's groups (inside a transaction); `NotFound` for a group that
+/// does not exist, before anything changes.
+fn replace_groups(t: &Connection, user_id: i64, groups: &[String]) -> Result<()> {
+    let mut ids = Vec::with_capacity(groups.len());
+    for name in groups {
+        let id: i64 = t
+            .query_row("SELECT id FROM groups WHERE name = ?1", [name], |r| {
+                r.get(0)
+            })
+            .optional()?
+            .ok_or_else(|| StoreError::NotFound(format!("group `{name}`")))?;
+        ids.push(id);
+    }
+    t.execute("DELETE FROM user_groups WHERE user_id = ?1", [user_id])?;
+    for id in ids {
+        t.execute(
+            "INSERT OR IGNORE INTO user_groups (user_id, group_id) VALUES (?1, ?2)",
+            params![user_id, id],
+        )?;
+    }
+    Ok(())
 }
 
 fn user_where(

@@ -53,6 +53,29 @@ pub struct AuditRow {
     pub detail: Option<serde_json::Value>,
 }
 
+/// Which audit rows to read: every field that is set must match.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AuditFilter<'a> {
+    /// Exactly this actor.
+    pub actor: Option<&'a str>,
+    /// This action, or every action under it: `user` matches `user.create` and `user`.
+    pub action: Option<&'a str>,
+    /// At or after this time (seconds since the epoch).
+    pub since: Option<i64>,
+    /// At or before this time (seconds since the epoch).
+    pub until: Option<i64>,
+    /// Only rows older than this row (to page back).
+    pub before_id: Option<i64>,
+}
+
+/// One page of audit rows, newest first, and the `before_id` of the next (older) page when
+/// there is one.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct AuditPage {
+    pub entries: Vec<AuditRow>,
+    pub next_before: Option<i64>,
+}
+
 /// The append-only audit log on the store.
 pub trait Audit {
     /// Appends a row at time `now`; returns its id.
@@ -60,6 +83,8 @@ pub trait Audit {
     /// Rows newest first: the latest `limit` (at most `MAX_AUDIT_ROWS_PER_READ`), or with
     /// `before_id` the ones older than that row (to page back).
     fn audit_tail(&self, limit: u32, before_id: Option<i64>) -> Result<Vec<AuditRow>>;
+    /// The newest `limit` rows (at most `MAX_AUDIT_ROWS_PER_READ`) that match `filter`.
+    fn audit_page(&self, filter: &AuditFilter<'_>, limit: u32) -> Result<AuditPage>;
 }
 
 impl Audit for Store {
@@ -88,26 +113,58 @@ impl Audit for Store {
     }
 
     fn audit_tail(&self, limit: u32, before_id: Option<i64>) -> Result<Vec<AuditRow>> {
-        let limit = limit.min(MAX_AUDIT_ROWS_PER_READ);
-        self.read(|c| {
+        let filter = AuditFilter {
+            before_id,
+            ..AuditFilter::default()
+        };
+        Ok(self.audit_page(&filter, limit)?.entries)
+    }
+
+    fn audit_page(&self, filter: &AuditFilter<'_>, limit: u32) -> Result<AuditPage> {
+        let limit = limit.min(MAX_AUDIT_ROWS_PER_READ) as usize;
+        let mut entries = self.read(|c| {
             let mut statement = c.prepare(
                 "SELECT id, at, actor, action, target, outcome, detail FROM audit
-                 WHERE id < ?1 ORDER BY id DESC LIMIT ?2",
+                 WHERE id < ?1
+                   AND (?2 IS NULL OR actor = ?2)
+                   AND (?3 IS NULL OR action = ?3 OR substr(action, 1, length(?3) + 1) = ?3 || '.')
+                   AND (?4 IS NULL OR at >= ?4)
+                   AND (?5 IS NULL OR at <= ?5)
+                 ORDER BY id DESC LIMIT ?6",
             )?;
-            let before = before_id.unwrap_or(i64::MAX);
-            let rows = statement.query_map(params![before, limit], |r| {
-                Ok((row_without_detail(r)?, r.get::<_, Option<String>>(6)?))
-            })?;
-            let mut tail = Vec::new();
+            let before = filter.before_id.unwrap_or(i64::MAX);
+            let rows = statement.query_map(
+                params![
+                    before,
+                    filter.actor,
+                    filter.action,
+                    filter.since,
+                    filter.until,
+                    limit as i64 + 1
+                ],
+                |r| Ok((row_without_detail(r)?, r.get::<_, Option<String>>(6)?)),
+            )?;
+            let mut page = Vec::new();
             for row in rows {
                 let (mut row, detail) = row?;
                 row.detail = detail
                     .map(|text| serde_json::from_str(&text))
                     .transpose()
                     .map_err(|e| StoreError::Corrupt(format!("audit row {}: {e}", row.id)))?;
-                tail.push(row);
+                page.push(row);
             }
-            Ok(tail)
+            Ok(page)
+        })?;
+        let more = entries.len() > limit;
+        entries.truncate(limit);
+        let next_before = if more {
+            entries.last().map(|row| row.id)
+        } else {
+            None
+        };
+        Ok(AuditPage {
+            entries,
+            next_before,
         })
     }
 }
@@ -178,6 +235,63 @@ mod tests {
             store.record(&entry("", None), 13),
             Err(StoreError::Invalid(_))
         ));
+    }
+
+    #[test]
+    fn filters_by_actor_action_and_time_and_pages_within_the_filter() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("w.db")).unwrap();
+        let row = |actor, action, at| {
+            let entry = AuditEntry {
+                actor,
+                action,
+                target: None,
+                outcome: AuditOutcome::Success,
+                detail: None,
+            };
+            store.record(&entry, at).unwrap()
+        };
+        let a1 = row("alice", "user.create", 100);
+        let b1 = row("bob", "user.create", 110);
+        let a2 = row("alice", "userx.other", 120);
+        let a3 = row("alice", "user.disable", 130);
+        let a4 = row("alice", "user", 140);
+        let ids = |filter: AuditFilter<'_>, limit| {
+            let page = store.audit_page(&filter, limit).unwrap();
+            let ids: Vec<i64> = page.entries.iter().map(|r| r.id).collect();
+            (ids, page.next_before)
+        };
+        let alice = AuditFilter {
+            actor: Some("alice"),
+            ..AuditFilter::default()
+        };
+        assert_eq!(ids(alice, 10), (vec![a4, a3, a2, a1], None));
+        let users = AuditFilter {
+            action: Some("user"),
+            ..alice
+        };
+        assert_eq!(ids(users, 2), (vec![a4, a3], Some(a3)));
+        let older = AuditFilter {
+            before_id: Some(a3),
+            ..users
+        };
+        assert_eq!(ids(older, 2), (vec![a1], None));
+        let window = AuditFilter {
+            since: Some(110),
+            until: Some(130),
+            ..AuditFilter::default()
+        };
+        assert_eq!(ids(window, 10).0.len(), 3);
+        let exact = AuditFilter {
+            action: Some("user.create"),
+            since: Some(101),
+            ..AuditFilter::default()
+        };
+        assert_eq!(ids(exact, 10).0.len(), 1);
+        assert_eq!(
+            ids(AuditFilter::default(), 5),
+            (vec![a4, a3, a2, b1, a1], None)
+        );
     }
 
     #[test]

@@ -34,14 +34,18 @@ pub use access::{
     MAX_GROUP_NAME_CHARS, MAX_READERS,
 };
 pub use accounts::{
-    Accounts, ApiToken, NewApiToken, NewSession, Role, User, BOOTSTRAP_TOKEN_LIFETIME_SECS,
-    LAST_SEEN_RESOLUTION_SECS,
+    Accounts, ApiToken, NewApiToken, NewSession, Role, User, UserUpdate,
+    BOOTSTRAP_TOKEN_LIFETIME_SECS, LAST_SEEN_RESOLUTION_SECS, MAX_GROUPS_PER_USER,
+    MAX_TOKEN_LABEL_CHARS,
 };
 pub use actions::{
     parameters_hash, ActionDecision, Actions, DecidedAction, Decision, NewPendingAction,
     PendingAction, PendingActionKind, PendingActionStatus, MAX_IDEMPOTENCY_KEY_CHARS,
 };
-pub use audit::{Audit, AuditEntry, AuditOutcome, AuditRow, MAX_AUDIT_ROWS_PER_READ, SYSTEM_ACTOR};
+pub use audit::{
+    Audit, AuditEntry, AuditFilter, AuditOutcome, AuditPage, AuditRow, MAX_AUDIT_ROWS_PER_READ,
+    SYSTEM_ACTOR,
+};
 pub use conversations::{
     new_message_id, CompletedTurn, Conversation, Conversations, Message, MessageRole, NewTurn,
 };

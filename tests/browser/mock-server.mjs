@@ -19,13 +19,15 @@
 // and [[xss]] puts HTML into citation and card fields. Diagnostics: `GET /api/incidents`,
 // `GET|POST /api/diagnostics` and `GET /api/diagnostics/{id}`; a task's run streams the graph's
 // public steps (the scenarios of mock-diagnostics.mjs, one per incident) `diagnosticStepMs`
-// apart, and the operator otto / operator-horse may start them as admins do.
+// apart, and the operator otto / operator-horse may start them as admins do. Administration
+// (knowledge bases, sync, search, passages, users, groups, tokens, audit): mock-admin.mjs.
 
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import { extname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { adminState, handleAdmin, stopAdmin } from './mock-admin.mjs';
 import { diagnosticScenario, mockIncidents } from './mock-diagnostics.mjs';
 
 export const CONTENT_SECURITY_POLICY = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'";
@@ -77,6 +79,7 @@ export async function startMockServer({ port = 0, host = '127.0.0.1', bootstrap 
     bootstrapUrl: state.bootstrapToken ? `${url}/#bootstrap=${state.bootstrapToken}` : null,
     close: () => new Promise((resolve) => {
       for (const run of state.runs.values()) stopRun(run);
+      stopAdmin(state.admin);
       for (const stream of state.streams) stream.end();
       server.close(() => resolve());
       server.closeAllConnections?.();
@@ -111,6 +114,7 @@ function newState({ bootstrap, user, password }) {
     state.users.push({ id: state.nextId++, name: 'vera', password: 'viewer-horse', role: 'viewer' });
     state.users.push({ id: state.nextId++, name: 'otto', password: 'operator-horse', role: 'operator' });
   }
+  state.admin = adminState(state.users);
   return state;
 }
 
@@ -132,10 +136,11 @@ async function handle(state, options, request, response) {
 
   const session = sessionOf(state, request);
   if (!session) return sendError(response, 401, 'unauthenticated', 'sign in first');
-  if ((method === 'POST' || method === 'DELETE') && !csrfOk(session, request)) {
+  const writes = ['POST', 'PUT', 'PATCH', 'DELETE'].includes(method);
+  if (writes && !csrfOk(session, request)) {
     return sendError(response, 403, 'csrf', 'missing or wrong X-CSRF-Token');
   }
-  if ((method === 'POST' || method === 'DELETE') && !String(request.headers['content-type'] ?? '').startsWith('application/json')) {
+  if (writes && !String(request.headers['content-type'] ?? '').startsWith('application/json')) {
     return sendError(response, 415, 'unsupported_media_type', 'send application/json');
   }
   const user = state.users.find((candidate) => candidate.id === session.userId);
@@ -222,6 +227,9 @@ async function handle(state, options, request, response) {
     if (!run) return sendError(response, 404, 'not_found', 'no such run');
     return streamEvents(state, options, run, url, request, response);
   }
+  const admin = { admin: state.admin, users: state.users, sessions: state.sessions, nextId: () => state.nextId++ };
+  const handled = await handleAdmin(admin, user, method, url, request, response, { readJson, sendJson, sendError });
+  if (handled !== false) return undefined;
   return sendError(response, 404, 'not_found', 'no such endpoint');
 }
 
@@ -267,7 +275,7 @@ async function login(state, request, response) {
     return sendError(response, 429, 'too_many_attempts', 'too many sign-in attempts');
   }
   const user = state.users.find((candidate) => candidate.name === body.name);
-  if (!user || !sameSecret(user.password, body.password)) {
+  if (!user || user.disabled || !sameSecret(user.password, body.password)) {
     state.loginFailures.set(body.name, [...failures, Date.now()]);
     return sendError(response, 401, 'bad_credentials', 'wrong name or password');
   }
@@ -283,7 +291,7 @@ async function bootstrap(state, request, response) {
   if (state.bootstrapToken === null || state.users.length > 0) return sendError(response, 409, 'already_bootstrapped', 'an administrator exists');
   if (!sameSecret(state.bootstrapToken, body.token)) return sendError(response, 403, 'bad_token', 'wrong bootstrap token');
   if ([...body.password].length < 8) return sendError(response, 400, 'weak_password', 'at least 8 characters');
-  const user = { id: state.nextId++, name: body.name.trim(), password: body.password, role: 'admin' };
+  const user = { id: state.nextId++, name: body.name.trim(), password: body.password, role: 'admin', disabled: false, groups: [], created_at: unixNow() };
   state.users.push(user);
   state.bootstrapToken = null;
   return startSession(state, response, user);
@@ -446,14 +454,14 @@ function scenarioFor(state, run, user, content) {
   if (has('kb')) {
     const citations = [
       {
-        n: 1, kb: 'ops-runbooks', path: 'disk/full-disk.md', title: hostile ? `Disk ${HOSTILE_HTML} runbook` : 'When a disk is full',
+        n: 1, chunk_id: 101, kb: 'ops-runbooks', path: 'disk/full-disk.md', title: hostile ? `Disk ${HOSTILE_HTML} runbook` : 'When a disk is full',
         heading_path: ['Disk', 'When a disk is full', 'First checks'], location: { lines: [12, 24] },
         text: hostile
           ? `Run df -h first.\n${HOSTILE_HTML}\n<script>window.__xss=2</script>`
           : 'Run `df -h` to see which filesystem is full, then `df -i` for inodes.\nA filesystem can be full of inodes while df -h still shows free space.',
       },
       {
-        n: 2, kb: 'ops-runbooks', path: 'logging/journald.pdf', title: 'Journald retention',
+        n: 2, chunk_id: 202, kb: 'ops-runbooks', path: 'logging/journald.pdf', title: 'Journald retention',
         heading_path: ['Logging', 'Retention'], location: { pages: [3, 3] },
         text: 'journalctl --vacuum-size=500M keeps the newest 500 MB of journal files and deletes the rest.',
       },

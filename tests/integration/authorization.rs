@@ -118,6 +118,18 @@ fn every_route_answers_each_kind_of_caller_as_documented() {
     assert_eq!(status, 202, "{turn}");
     let run_id = turn["run_id"].as_str().expect("run id").to_owned();
 
+    // Olga's spare token: an admin or olga may revoke it, nobody else may see it exists.
+    let (status, spare) = call(
+        &server,
+        &callers,
+        Who::Operator,
+        "POST",
+        "/api/tokens",
+        Some(json!({"label": "spare"})),
+    );
+    assert_eq!(status, 201, "{spare}");
+    let spare_path = format!("/api/tokens/{}", spare["id"].as_str().expect("token id"));
+
     let conversation_path = format!("/api/conversations/{conversation_id}");
     let run_path = format!("/api/runs/{run_id}");
     let events_path = format!("/api/runs/{run_id}/events");
@@ -151,6 +163,19 @@ fn every_route_answers_each_kind_of_caller_as_documented() {
         GET    /api/diagnostics                      200 200 200 200 401 401
         POST   /api/diagnostics                      404 404 403 404 401 401
         GET    /api/diagnostics/diagnostic_none      404 404 404 404 401 401
+        GET    /api/users                            200 403 403 403 401 401
+        POST   /api/users                            400 403 403 403 401 401
+        PATCH  /api/users/vic                        200 403 403 403 401 401
+        PATCH  /api/users/admin                      409 403 403 403 401 401
+        POST   /api/users/nobody/password            404 403 403 403 401 401
+        GET    /api/groups                           200 403 403 403 401 401
+        POST   /api/groups                           400 403 403 403 401 401
+        DELETE /api/groups/nope                      404 403 403 403 401 401
+        GET    /api/tokens                           200 200 200 200 401 401
+        GET    /api/tokens?user=vic                  200 403 200 403 401 401
+        POST   /api/tokens                           201 201 201 201 401 401
+        DELETE {spare_path}                          204 204 404 404 401 401
+        DELETE /api/tokens/tok_none                  404 404 404 404 401 401
         "
     );
     let body_for = |method: &str, path: &str| -> Option<Value> {
@@ -160,6 +185,16 @@ fn every_route_answers_each_kind_of_caller_as_documented() {
             ("POST", "/api/kb") => Some(json!({"name": "x", "path": "/nonexistent/folder"})),
             ("PUT", "/api/kb/nope/readers") => Some(json!({"readers": ["role:viewer"]})),
             ("POST", "/api/diagnostics") => Some(json!({"incident_id": "incident_none"})),
+            // A password too short: refused after the permission check.
+            ("POST", "/api/users") => {
+                Some(json!({"name": "newcomer", "role": "viewer", "password": "short"}))
+            }
+            ("PATCH", "/api/users/vic") => Some(json!({"groups": []})),
+            // An admin demoting themselves.
+            ("PATCH", "/api/users/admin") => Some(json!({"role": "viewer"})),
+            ("POST", "/api/users/nobody/password") => Some(json!({"password": "long enough 1"})),
+            ("POST", "/api/groups") => Some(json!({"name": "bad name"})),
+            ("POST", "/api/tokens") => Some(json!({"label": "matrix"})),
             ("POST", p) if p == messages_path => Some(json!({"content": "hello?"})),
             _ => None,
         }
@@ -174,7 +209,7 @@ fn every_route_answers_each_kind_of_caller_as_documented() {
             Some((method, path, expected))
         })
         .collect();
-    assert_eq!(matrix.len(), 23);
+    assert_eq!(matrix.len(), 35);
     let mut failures = Vec::new();
     for (method, path, expected) in &matrix {
         assert_eq!(expected.len(), EVERYONE.len(), "{method} {path}");

@@ -3,8 +3,9 @@
 //! answer, reload mid-stream, hostile Markdown stays inert, the run timeline, the Chinese
 //! UI. Screenshots are kept in `target/test-artifacts/browser/`. Against the in-memory mock
 //! server: the UI's edge cases, the chat agent's events (cards, citations, confirmations) and
-//! the Diagnostics view (live node progress, the report, viewers, hostile evidence).
-//! Also runs the Markdown renderer's unit tests under Node.
+//! the Diagnostics view (live node progress, the report, viewers, hostile evidence), and the
+//! admin screens (Knowledge with sync, search and the passage viewer; Users, API tokens and
+//! Audit). Also runs the Markdown renderer's unit tests under Node.
 
 use std::process::Command;
 
@@ -123,6 +124,44 @@ fn diagnostics_ui_against_the_mock_server() {
         report.contains("# pass ") && report.contains("# fail 0") && report.contains("# skipped 0"),
         "{report}"
     );
+}
+
+/// Runs one of the mock server's browser test files and checks that it ran and passed.
+fn run_mock_browser_test(file: &str) {
+    let output = Command::new("node")
+        .arg(file)
+        .current_dir(repo())
+        .env(
+            "WARDEN_ARTIFACTS",
+            repo().join("target/test-artifacts/browser"),
+        )
+        .output()
+        .expect("cannot run node");
+    let report = node_output_report(&output);
+    assert!(output.status.success(), "{file} failed:\n{report}");
+    assert!(
+        report.contains("# pass ") && report.contains("# fail 0") && report.contains("# skipped 0"),
+        "{report}"
+    );
+}
+
+/// The Knowledge screen and the passage viewer: the list with readers, adding a folder (a
+/// path outside the allowed roots refused), a sync's live progress bar and its report with
+/// skipped and failed files, cancelling, a second sync refused (409), editing readers,
+/// removing after confirming, the search preview with per-retriever ranks, the passage viewer
+/// from a search hit and from a chat citation, viewers and operators, hostile text inert.
+#[test]
+fn knowledge_admin_ui_against_the_mock_server() {
+    run_mock_browser_test("tests/browser/admin-knowledge.test.mjs");
+}
+
+/// The Users, API tokens and Audit screens: accounts with roles, groups, disabling and
+/// password resets (ending the user's session), groups, a token's secret shown once then
+/// only metadata, revoking, the audit log's filters and paging, the Chinese UI on every
+/// admin screen, and hostile names inert.
+#[test]
+fn users_tokens_and_audit_ui_against_the_mock_server() {
+    run_mock_browser_test("tests/browser/admin.test.mjs");
 }
 
 #[test]

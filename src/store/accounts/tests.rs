@@ -266,3 +266,128 @@ fn bootstrap_creates_the_first_admin_once() {
     assert_eq!(store.bootstrap_token(203).unwrap(), None);
     assert!(store.verify_password("root", PASSWORD).unwrap().is_some());
 }
+
+#[test]
+fn updates_role_disabled_and_groups_together_or_not_at_all() {
+    use crate::store::AccessControl;
+    let (_dir, store) = store();
+    let alice = store
+        .create_user("alice", Role::Viewer, PASSWORD, 0)
+        .unwrap();
+    store.create_group("ops", 1).unwrap();
+    store.create_group("hr", 1).unwrap();
+    let session = store.create_session(alice.id, 10, 100, 1000).unwrap();
+    let token = store.create_token("alice", "laptop", 10).unwrap();
+
+    let update = UserUpdate {
+        role: Some(Role::Operator),
+        groups: Some(vec!["ops".into(), "hr".into()]),
+        ..UserUpdate::default()
+    };
+    let updated = store.update_user("alice", &update, 20).unwrap();
+    assert_eq!((updated.role, updated.disabled), (Role::Operator, false));
+    assert_eq!(store.groups_of(alice.id).unwrap(), ["hr", "ops"]);
+    assert!(store.session_user(&session.id, 21).unwrap().is_some());
+
+    // An unknown group refuses the whole update: the role stays as it was.
+    let bad = UserUpdate {
+        role: Some(Role::Admin),
+        groups: Some(vec!["ops".into(), "nobody".into()]),
+        ..UserUpdate::default()
+    };
+    assert!(matches!(
+        store.update_user("alice", &bad, 30),
+        Err(StoreError::NotFound(_))
+    ));
+    assert_eq!(store.user_by_name("alice").unwrap().role, Role::Operator);
+    assert_eq!(store.groups_of(alice.id).unwrap(), ["hr", "ops"]);
+
+    let disable = UserUpdate {
+        disabled: Some(true),
+        groups: Some(vec![]),
+        ..UserUpdate::default()
+    };
+    assert!(store.update_user("alice", &disable, 40).unwrap().disabled);
+    assert!(store.groups_of(alice.id).unwrap().is_empty());
+    assert!(store.session_user(&session.id, 41).unwrap().is_none());
+    assert_eq!(store.user_by_token(&token.secret).unwrap(), None);
+
+    let enable = UserUpdate {
+        disabled: Some(false),
+        ..UserUpdate::default()
+    };
+    assert!(!store.update_user("alice", &enable, 50).unwrap().disabled);
+    assert!(store.verify_password("alice", PASSWORD).unwrap().is_some());
+    // Tokens revoked by disabling stay revoked.
+    assert_eq!(store.user_by_token(&token.secret).unwrap(), None);
+    let too_many = UserUpdate {
+        groups: Some((0..=MAX_GROUPS_PER_USER).map(|i| format!("g{i}")).collect()),
+        ..UserUpdate::default()
+    };
+    assert!(matches!(
+        store.update_user("alice", &too_many, 60),
+        Err(StoreError::Invalid(_))
+    ));
+    assert!(matches!(
+        store.update_user("nobody", &enable, 60),
+        Err(StoreError::NotFound(_))
+    ));
+}
+
+#[test]
+fn a_password_reset_ends_sessions_and_keeps_tokens() {
+    let (_dir, store) = store();
+    let alice = store
+        .create_user("alice", Role::Viewer, PASSWORD, 0)
+        .unwrap();
+    let session = store.create_session(alice.id, 10, 100, 1000).unwrap();
+    let token = store.create_token("alice", "laptop", 10).unwrap();
+    assert!(matches!(
+        store.reset_password("alice", "short"),
+        Err(StoreError::Invalid(_))
+    ));
+    assert!(store.session_user(&session.id, 11).unwrap().is_some());
+    store
+        .reset_password("alice", "a new long password")
+        .unwrap();
+    assert!(store.session_user(&session.id, 12).unwrap().is_none());
+    assert!(store.verify_password("alice", PASSWORD).unwrap().is_none());
+    assert!(store
+        .verify_password("alice", "a new long password")
+        .unwrap()
+        .is_some());
+    assert!(store.user_by_token(&token.secret).unwrap().is_some());
+    assert!(matches!(
+        store.reset_password("nobody", "a new long password"),
+        Err(StoreError::NotFound(_))
+    ));
+}
+
+#[test]
+fn tokens_are_found_by_id_and_labels_are_checked() {
+    let (_dir, store) = store();
+    let alice = store
+        .create_user("alice", Role::Viewer, PASSWORD, 0)
+        .unwrap();
+    let token = store.create_token("alice", "laptop", 10).unwrap();
+    let found = store.token(&token.id).unwrap();
+    assert_eq!(
+        (found.user_id, found.label.as_str(), found.revoked_at),
+        (alice.id, "laptop", None)
+    );
+    assert!(matches!(
+        store.token("tok_none"),
+        Err(StoreError::NotFound(_))
+    ));
+    let long = "x".repeat(MAX_TOKEN_LABEL_CHARS + 1);
+    for bad in ["", "   ", "a\nb", long.as_str()] {
+        assert!(
+            matches!(
+                store.create_token("alice", bad, 10),
+                Err(StoreError::Invalid(_))
+            ),
+            "{bad:?}"
+        );
+    }
+    assert!(store.create_token("alice", "笔记本 <b>", 10).is_ok());
+}
