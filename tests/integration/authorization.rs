@@ -209,7 +209,7 @@ fn every_route_answers_each_kind_of_caller_as_documented() {
             Some((method, path, expected))
         })
         .collect();
-    assert_eq!(matrix.len(), 35);
+    assert_eq!(matrix.len(), 36);
     let mut failures = Vec::new();
     for (method, path, expected) in &matrix {
         assert_eq!(expected.len(), EVERYONE.len(), "{method} {path}");
