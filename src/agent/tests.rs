@@ -493,7 +493,7 @@ fn knowledge_retrieval_searches_only_what_the_user_may_read() {
     let answer = step(json!({"type": "RESPOND", "reason": "r", "answer": "Nothing."}));
     let (_, _) = turn_with(
         &f,
-        ScriptedModel::new(&[answer.clone()]),
+        ScriptedModel::new(std::slice::from_ref(&answer)),
         recorder.clone(),
         "what is a deadlock?",
     );
