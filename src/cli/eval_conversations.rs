@@ -23,8 +23,8 @@ use crate::engine::{EmbedModelHandle, Engine};
 use crate::retrieval::{AddedBy, RetrievalConfig};
 use crate::runs::{EventBus, RunConfig, RunWorkers};
 use crate::store::{
-    Accounts, Actions, Audit, Conversations, DiagnosticStatus, DiagnosticTasks, Incidents,
-    NewDiagnosticTask, NewIncident, Role, Runs, Store, ToolLedger,
+    AccessControl, Accounts, Actions, Audit, Conversations, DiagnosticStatus, DiagnosticTasks,
+    Incidents, NewDiagnosticTask, NewIncident, Reader, Role, Runs, Store, ToolLedger,
 };
 
 /// How long one turn may take before the case fails.
@@ -82,6 +82,13 @@ pub struct SetupDiagnostic {
 pub struct SetupKb {
     pub name: String,
     pub path: String,
+    /// Who may read it (`role:viewer,group:ops,…`); default every user, like the sample.
+    #[serde(default = "everyone")]
+    pub readers: String,
+}
+
+fn everyone() -> String {
+    "role:viewer".to_owned()
 }
 
 #[derive(Debug, Deserialize)]
@@ -187,6 +194,8 @@ fn build_template(dir: &Path, embedder: &EmbedModelHandle, sample_kb: &Path) -> 
     library
         .add("sample", sample_kb, AddedBy::Host)
         .with_context(|| format!("cannot add {}", sample_kb.display()))?;
+    // Every user reads the sample, as on a server's first start.
+    store.set_kb_readers("sample", &[Reader::Role(Role::Viewer)])?;
     library.sync("sample", &mut |_| {})?;
     drop(library);
     drop(store);
@@ -225,6 +234,9 @@ fn run_case(
     )?);
     for kb in &case.setup.knowledge_bases {
         library.add(&kb.name, &base.join(&kb.path), AddedBy::Host)?;
+        let readers = crate::store::parse_readers(&kb.readers)
+            .with_context(|| format!("case {}: knowledge base {}", case.id, kb.name))?;
+        store.set_kb_readers(&kb.name, &readers)?;
         library.sync(&kb.name, &mut |_| {})?;
     }
     let now = crate::runs::now_secs();
