@@ -5,7 +5,8 @@
 // passages in their document's context (`GET /api/kb/search`, `GET /api/kb/passages/{id}`),
 // users, groups, API tokens and the audit log with filters and paging. Each change writes an
 // audit row. Folders may only be added under ALLOWED_ROOT; the sync of any knowledge base
-// plays the same ten files, one of them skipped and one failed, `state.admin.syncStepMs` apart.
+// plays the same ten files, one of them skipped and one failed, `state.admin.syncStepMs` apart;
+// `state.admin.syncHoldAt` holds it after that many files until it is cancelled.
 
 import { randomBytes } from 'node:crypto';
 
@@ -36,6 +37,7 @@ export function adminState(users) {
     audit: [],
     syncs: new Map(),
     syncStepMs: SYNC_STEP_MS,
+    syncHoldAt: null,
     nextChunk: 1000,
   };
   addKb(state, 'ops-runbooks', `${ALLOWED_ROOT}/ops`, ['role:viewer'], now - 7200);
@@ -367,6 +369,8 @@ function startSync(state, user, name, audit, request, response, { sendError }) {
       response.end();
       return;
     }
+    // A test may hold the sync after some files, so that it is still running when cancelled.
+    if (state.syncHoldAt != null && step > state.syncHoldAt) return;
     if (step === 0) send('progress', { stage: 'scanned', files: SYNC_FILES + 2, skipped: 1, unchanged: 1, to_index: SYNC_FILES, to_delete: 0 });
     else if (step <= SYNC_FILES) {
       chunks += 3;
