@@ -44,6 +44,7 @@ const panel = (page, name) => page.locator(`[data-testid="sync-panel"][data-kb="
 test('an admin adds a folder (a refused path shows why) and follows its sync to the report', async () => {
   const page = await newPage(harness, { expected: [/^403 .*\/api\/kb$/] });
   harness.mock.state.admin.syncStepMs = 200;
+  harness.mock.state.admin.syncHoldAt = 2;
   try {
     await signIn(page, harness);
     await openKnowledge(page);
@@ -75,6 +76,7 @@ test('an admin adds a folder (a refused path shows why) and follows its sync to 
     assert.ok(await sync.getByTestId('sync-cancel').isVisible());
     assert.equal(await row(page, 'guides').getByTestId('kb-sync').isDisabled(), true, 'no second sync from the same row');
     await page.screenshot({ path: join(harness.artifacts, 'sync-running.png') });
+    harness.mock.state.admin.syncHoldAt = null;
     await waitUntil('more files are indexed', async () => Number(await sync.getAttribute('data-files-done')) > early);
 
     const report = sync.getByTestId('sync-report');
@@ -97,6 +99,7 @@ test('an admin adds a folder (a refused path shows why) and follows its sync to 
     assertNoProblems(harness);
   } finally {
     harness.mock.state.admin.syncStepMs = 150;
+    harness.mock.state.admin.syncHoldAt = null;
     await page.close();
   }
 });
