@@ -44,7 +44,7 @@ const panel = (page, name) => page.locator(`[data-testid="sync-panel"][data-kb="
 test('an admin adds a folder (a refused path shows why) and follows its sync to the report', async () => {
   const page = await newPage(harness, { expected: [/^403 .*\/api\/kb$/] });
   harness.mock.state.admin.syncStepMs = 200;
-  harness.mock.state.admin.syncHoldAt = 2;
+  harness.mock.state.admin.syncHoldAt = 4;
   try {
     await signIn(page, harness);
     await openKnowledge(page);
@@ -69,7 +69,7 @@ test('an admin adds a folder (a refused path shows why) and follows its sync to 
     const sync = panel(page, 'guides');
     await sync.waitFor();
     // The bar moves: files done grows while the sync runs, and the numbers say how far.
-    await waitUntil('the first files are indexed', async () => Number(await sync.getAttribute('data-files-done')) >= 2);
+    await waitUntil('the first files are indexed', async () => Number(await sync.getAttribute('data-files-done')) >= 4);
     const early = Number(await sync.getAttribute('data-files-done'));
     await expectText(sync.getByTestId('sync-numbers'), /of 10 files · \d+ chunks · [\d.]+ chunks\/s · about .+ left/);
     assert.equal(await sync.getByTestId('sync-bar').getAttribute('max'), '10');
