@@ -324,8 +324,10 @@ impl Agent {
     /// The stored route of a resumed run, or a new one: rules first, then the classifier,
     /// then the chat fallback.
     fn route(&self, core: &mut TurnCore<'_>, flags: Vec<String>) -> Result<Route, TurnStop> {
+        let asks_time = router::asks_for_time(&core.question);
         if let Ok(Some(stored)) = self.store.route_of(&core.input.run_id) {
-            if let Some(route) = route_from_record(&stored) {
+            if let Some(mut route) = route_from_record(&stored) {
+                route.asks_time = asks_time;
                 return Ok(route);
             }
         }
@@ -333,7 +335,8 @@ impl Agent {
             Some(route) => route,
             None => self.classify(core)?,
         };
-        route.flags = flags;
+        route.flags.extend(flags);
+        route.asks_time = asks_time;
         Ok(route)
     }
 
@@ -415,6 +418,7 @@ fn route_from_record(record: &RouteRecord) -> Option<Route> {
         needs_clarification: record.needs_clarification,
         blocked_reason: record.blocked_reason.clone(),
         flags: record.flags.clone(),
+        asks_time: false,
     })
 }
 

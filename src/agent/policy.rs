@@ -168,7 +168,11 @@ impl ExecutionPolicy {
             ),
             Intent::Chat => Self::react(
                 vec!["current_time", "load_skill"],
-                vec![],
+                if route.asks_time {
+                    vec!["current_time"]
+                } else {
+                    vec![]
+                },
                 config.chat,
                 Postcondition::Answer,
                 started,

@@ -187,6 +187,8 @@ struct Loop<'r, 'a> {
     rewrites: u32,
     invalid_calls: u32,
     streamed: String,
+    /// The clock's reading when the user asked for the time: the answer if the model fails.
+    clock: Option<String>,
 }
 
 pub fn run(
@@ -203,6 +205,7 @@ pub fn run(
         rewrites: 0,
         invalid_calls: 0,
         streamed: String::new(),
+        clock: None,
     };
     if policy.postcondition == Postcondition::CitedAnswer {
         // The user named a topic: retrieve first, with their own words.
@@ -215,6 +218,10 @@ pub fn run(
             &json!({"query": query}),
             false,
         )?;
+    }
+    if policy.required_tools.contains(&"current_time") {
+        // The user asked for the time: the clock is read in code, not left to the model.
+        state.call_tool(core, 0, 1, "current_time", &json!({}), false)?;
     }
     let mut step: i64 = 1;
     while state.model_calls < policy.max_model_calls {
@@ -493,6 +500,9 @@ impl Loop<'_, '_> {
                 }
             }
             CallOutcome::Ok { data, .. } => {
+                if name == "current_time" && self.policy.required_tools.contains(&"current_time") {
+                    self.clock = data["utc"].as_str().map(str::to_owned);
+                }
                 let compact: String = data.to_string().chars().take(600).collect();
                 self.observations.push(format!("{name}: ok {compact}"));
             }
@@ -550,6 +560,15 @@ impl Loop<'_, '_> {
     /// When the budget ran out or the model failed: the facts stand. A knowledge question
     /// gets the relevant passages, cited; anything else fails with a reason.
     fn fallback(&mut self, core: &mut TurnCore<'_>) -> Result<TurnOutcome, TurnStop> {
+        if let (Some(utc), false) = (
+            &self.clock,
+            self.policy.postcondition == Postcondition::CitedAnswer,
+        ) {
+            // The fact stands without the model's wording.
+            let text = localized(core.language, THE_TIME_IS).replace("{utc}", utc);
+            let streamed = self.streamed.clone();
+            return Ok(core.done(OutcomeKind::Answered, text, Vec::new(), &streamed));
+        }
         if self.policy.postcondition != Postcondition::CitedAnswer {
             return Ok(TurnOutcome::Failed(
                 "the model could not answer within its budget".into(),
@@ -582,6 +601,10 @@ impl Loop<'_, '_> {
     }
 }
 
+const THE_TIME_IS: [&str; 2] = [
+    "The server's clock reads {utc} (UTC).",
+    "服务器时间：{utc}（UTC）。",
+];
 const NOTHING_FOUND: [&str; 2] = [
     "I found nothing relevant in the knowledge bases.",
     "知识库中没有找到相关内容。",

@@ -76,6 +76,9 @@ pub struct Route {
     pub needs_clarification: bool,
     pub blocked_reason: Option<String>,
     pub flags: Vec<String>,
+    /// The user asks for the time or the date (see [`asks_for_time`]); set for every route,
+    /// stored or new, from the message.
+    pub asks_time: bool,
 }
 
 impl Route {
@@ -89,6 +92,7 @@ impl Route {
             needs_clarification: false,
             blocked_reason: None,
             flags: Vec::new(),
+            asks_time: false,
         }
     }
 
@@ -186,6 +190,7 @@ const RECOVERY_PHRASES: &[&str] = &[
     "failover",
     "fail over",
     "kill the",
+    "revert",
     "恢复",
     "回滚",
     "重启",
@@ -291,6 +296,58 @@ const CHAT_PHRASES: &[&str] = &[
     "再见",
     "早上好",
     "晚上好",
+    "morning",
+    "good night",
+    "lol",
+    "haha",
+    "cheers",
+    "辛苦",
+    "下班",
+    "晚安",
+    "哈哈",
+];
+
+/// "check the diagnostic", "诊断怎么样了": asking after a task that exists, not starting one.
+const STATUS_CHECK_PHRASES: &[&str] = &[
+    "check",
+    "how is",
+    "how's",
+    "going",
+    "update",
+    "any news",
+    "ready",
+    "怎么样",
+    "好了",
+    "出来",
+    "完成",
+];
+/// Words that start something new.
+const START_PHRASES: &[&str] = &[
+    "run", "start", "kick off", "launch", "begin", "trigger", "new", "开始", "启动", "发起",
+];
+
+/// What a classified intent must have in the message to stand: a resource intent chosen for
+/// a message that never mentions its domain ("df says / is full" as a diagnostic's status)
+/// is a small model's guess, not a request.
+const INCIDENT_EVIDENCE: &[&str] = &[
+    "incident", "alert", "outage", "firing", "paged", "pager", "事件", "事故", "告警", "故障",
+    "报警",
+];
+const DIAGNOSTIC_EVIDENCE: &[&str] = &[
+    "diagnos",
+    "report",
+    "finding",
+    "investigat",
+    "analy",
+    "root cause",
+    "诊断",
+    "报告",
+    "排查",
+    "根因",
+    "分析",
+];
+const RECOVERY_EVIDENCE: &[&str] = &[
+    "fix", "repair", "undo", "resolve", "roll", "修复", "处理", "解决", "撤销", "还原",
 ];
 
 fn contains_phrase(text: &str, phrase: &str) -> bool {
@@ -338,7 +395,7 @@ fn without_ids(text: &str, ids: &NamedIds) -> String {
 pub fn route_by_rules(text: &str) -> Option<Route> {
     let ids = named_ids(text);
     let words = without_ids(text, &ids);
-    let recovery = any_phrase(&words, RECOVERY_PHRASES);
+    let recovery = any_phrase(&words, RECOVERY_PHRASES) || rolls_back(&words);
     let diagnose = any_phrase(&words, DIAGNOSE_PHRASES);
     let question = any_phrase(&words, QUESTION_PHRASES);
     let incident = ids.incidents.first().cloned();
@@ -374,10 +431,9 @@ pub fn route_by_rules(text: &str) -> Option<Route> {
     // No ids: imperatives that need a target become clarifications; questions about how to
     // do something are knowledge questions.
     let mentions_diagnostic_task = diagnostic_noun;
-    if mentions_diagnostic_task
-        && any_phrase(&words, STATUS_PHRASES)
-        && !question_about_method(&words)
-    {
+    let asks_after = any_phrase(&words, STATUS_PHRASES)
+        || (any_phrase(&words, STATUS_CHECK_PHRASES) && !any_phrase(&words, START_PHRASES));
+    if mentions_diagnostic_task && asks_after && !question_about_method(&words) && !recovery {
         return Some(with_ids(Intent::DiagnosticStatus));
     }
     if recovery && !question_about_method(&words) {
@@ -400,6 +456,66 @@ pub fn route_by_rules(text: &str) -> Option<Route> {
         ));
     }
     None
+}
+
+/// "roll it back", "roll the deploy back": "roll" and "back" at most two words apart.
+fn rolls_back(words: &str) -> bool {
+    let tokens: Vec<&str> = words
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|t| !t.is_empty())
+        .collect();
+    tokens.iter().enumerate().any(|(i, t)| {
+        *t == "roll"
+            && tokens
+                .iter()
+                .skip(i + 1)
+                .take(3)
+                .any(|next| *next == "back")
+    })
+}
+
+/// Whether the message mentions what `intent` acts on, by id or by word. Chat and
+/// knowledge questions need no evidence.
+fn has_evidence(intent: Intent, words: &str, named: &NamedIds) -> bool {
+    let diagnostic = !named.diagnostics.is_empty()
+        || any_phrase(words, DIAGNOSE_PHRASES)
+        || DIAGNOSTIC_EVIDENCE.iter().any(|w| words.contains(w));
+    match intent {
+        Intent::Chat | Intent::KnowledgeQuestion => true,
+        Intent::IncidentQuery => {
+            !named.incidents.is_empty()
+                || any_phrase(words, INCIDENT_LIST_PHRASES)
+                || INCIDENT_EVIDENCE.iter().any(|w| words.contains(w))
+        }
+        Intent::DiagnosticStart => diagnostic || !named.incidents.is_empty(),
+        Intent::DiagnosticStatus => diagnostic,
+        Intent::RecoveryRequest => {
+            any_phrase(words, RECOVERY_PHRASES)
+                || rolls_back(words)
+                || RECOVERY_EVIDENCE.iter().any(|w| contains_phrase(words, w))
+        }
+    }
+}
+
+/// Whether the user asks for the time or the date: the `current_time` tool then runs in
+/// code before the model answers, as retrieval does for knowledge questions.
+pub fn asks_for_time(text: &str) -> bool {
+    const TIME: &[&str] = &[
+        "what time",
+        "what day",
+        "what date",
+        "today's date",
+        "the date today",
+        "current time",
+        "time is it",
+        "几点",
+        "几号",
+        "星期几",
+        "日期",
+        "现在时间",
+        "什么时间",
+    ];
+    any_phrase(&text.to_lowercase(), TIME)
 }
 
 /// "How do I roll back …", "如何排查…": asking for a method, not for an action.
@@ -428,7 +544,8 @@ fn question_about_method(words: &str) -> bool {
         "方法",
         "原理",
     ];
-    any_phrase(words, METHOD)
+    // "怎么样" asks how something is going, not how to do it.
+    any_phrase(&words.replace("怎么样", " "), METHOD)
 }
 
 /// "diagnose it", "诊断一下": an action on the problem at hand, not a topic.
@@ -546,12 +663,21 @@ pub fn classifier_prompt() -> String {
 /// really names, required targets, and the confidence threshold. Anything malformed is
 /// `None` (the caller falls back to chat).
 pub fn validate_classification(output: &Value, text: &str, threshold: f64) -> Option<Route> {
-    let intent = Intent::parse(output.get("intent")?.as_str()?)?;
+    let chosen = Intent::parse(output.get("intent")?.as_str()?)?;
     let confidence = output.get("confidence")?.as_f64()?;
     if !(0.0..=1.0).contains(&confidence) {
         return None;
     }
     let named = named_ids(text);
+    let words = without_ids(text, &named);
+    let evidenced = has_evidence(chosen, &words, &named);
+    // Without evidence the resource intent falls back to what needs none: small talk is
+    // chat, anything else a question for the knowledge bases.
+    let intent = match (evidenced, is_small_talk(&words)) {
+        (true, _) => chosen,
+        (false, true) => Intent::Chat,
+        (false, false) => Intent::KnowledgeQuestion,
+    };
     let id_field = |field: &str, prefix: &str, named: &[String]| -> Option<Option<String>> {
         match output.get(field)? {
             Value::Null => Some(None),
@@ -563,6 +689,11 @@ pub fn validate_classification(output: &Value, text: &str, threshold: f64) -> Op
         }
     };
     let mut route = Route::new(intent, confidence, RouteSource::Classifier);
+    if !evidenced {
+        route
+            .flags
+            .push(format!("unsupported_intent:{}", chosen.as_str()));
+    }
     route.incident_id = id_field("incidentId", "incident", &named.incidents)?
         .or_else(|| named.incidents.first().cloned());
     route.diagnostic_task_id = id_field("diagnosticTaskId", "diagnostic", &named.diagnostics)?
@@ -698,6 +829,53 @@ mod tests {
             true,
         );
         check("马上执行恢复", RecoveryRequest, None, None, true);
+        check("check the diagnostic", DiagnosticStatus, None, None, true);
+        check(
+            "how's the diagnosis going",
+            DiagnosticStatus,
+            None,
+            None,
+            true,
+        );
+        check("诊断怎么样了", DiagnosticStatus, None, None, true);
+        check(
+            "please roll the release back, the diagnosis blamed it",
+            RecoveryRequest,
+            None,
+            None,
+            true,
+        );
+        check("revert the last deploy", RecoveryRequest, None, None, true);
+    }
+
+    #[test]
+    fn small_talk_routes_to_chat() {
+        use Intent::*;
+        check("morning all, slept badly lol", Chat, None, None, false);
+        check("辛苦了，我先下班了", Chat, None, None, false);
+        assert!(asks_for_time("what time is it in UTC?"));
+        assert!(asks_for_time("今天星期几"));
+        assert!(!asks_for_time("how long does a vacuum take?"));
+    }
+
+    #[test]
+    fn a_classified_intent_needs_evidence_in_the_message() {
+        let status = json!({"intent": "diagnostic_status", "confidence": 0.9,
+            "incidentId": null, "diagnosticTaskId": null, "needsClarification": false});
+        let route =
+            validate_classification(&status, "the disk on db1 filled up overnight", 0.6).unwrap();
+        assert_eq!(route.intent, Intent::KnowledgeQuestion);
+        assert!(!route.needs_clarification);
+        assert_eq!(route.flags, ["unsupported_intent:diagnostic_status"]);
+        let incidents = json!({"intent": "incident_query", "confidence": 0.9,
+            "incidentId": null, "diagnosticTaskId": null, "needsClarification": false});
+        let route = validate_classification(&incidents, "hey, long week lol", 0.6).unwrap();
+        assert_eq!(route.intent, Intent::Chat);
+        // With evidence the classifier's choice stands.
+        let route =
+            validate_classification(&incidents, "anything paging tonight? outages?", 0.6).unwrap();
+        assert_eq!(route.intent, Intent::IncidentQuery);
+        assert!(route.flags.is_empty());
     }
 
     #[test]

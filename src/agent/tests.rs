@@ -513,3 +513,27 @@ fn knowledge_retrieval_searches_only_what_the_user_may_read() {
         ]
     );
 }
+
+#[test]
+fn a_question_for_the_time_reads_the_clock_in_code_and_the_reading_stands_alone() {
+    let f = fixture();
+    // The model's only step is unusable: the clock's reading is the answer.
+    let model = ScriptedModel::new(&[json!("garbage")]);
+    let (outcome, events) = turn(&f, model, vec![], "what time is it?");
+    let started: Vec<&RunEvent> = events
+        .iter()
+        .filter(|e| e.event_type() == "tool.started")
+        .collect();
+    assert_eq!(started.len(), 1, "{events:?}");
+    assert!(matches!(started[0], RunEvent::ToolStarted { name, .. } if name == "current_time"));
+    let TurnOutcome::Done(OutcomeKind::Answered, answer) = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert!(answer.text.contains("(UTC)"), "{}", answer.text);
+    // Small talk that does not ask for the time never gets the clock read for it.
+    let model = ScriptedModel::new(&[step(
+        json!({"type": "RESPOND", "reason": "r", "answer": "Hi."}),
+    )]);
+    let (_, events) = turn(&f, model, vec![], "hello there");
+    assert!(!types(&events).contains(&"tool.started"));
+}
