@@ -38,6 +38,10 @@ pub fn warden() -> Command {
     command
         .current_dir(repo())
         .env("WARDEN_LOG", "warn")
+        // Two tests run at once on CI's two cores: one inference thread each. Two processes
+        // with a thread per core each would contend for both (spinning workers make that
+        // several times slower, not twice).
+        .env("WARDEN_THREADS", "1")
         .env_remove("WARDEN_CHAT_MODEL")
         .env_remove("WARDEN_EMBED_MODEL");
     command
