@@ -297,12 +297,13 @@ impl TurnHandler for Agent {
             owner_role: input.owner_role,
             run_id: &input.run_id,
             store: &self.store,
-            search: self.search.as_deref(),
+            search: self.search.clone(),
             skills: &self.skills,
             readable_kbs: readable.as_deref(),
             request_text: &question,
             now_secs: now_secs(),
             action_ttl_secs: self.config.policy.action_ttl.as_secs() as i64,
+            call_deadline: policy.deadline,
         };
         let mut runner = ToolRunner::new(
             context,

@@ -212,6 +212,16 @@ fn turn_with(
     search: Arc<dyn KnowledgeSearch>,
     text: &str,
 ) -> (TurnOutcome, Vec<RunEvent>) {
+    turn_configured(fixture, model, search, text, AgentConfig::default())
+}
+
+fn turn_configured(
+    fixture: &Fixture,
+    model: Arc<ScriptedModel>,
+    search: Arc<dyn KnowledgeSearch>,
+    text: &str,
+    config: AgentConfig,
+) -> (TurnOutcome, Vec<RunEvent>) {
     let store = &fixture.store;
     let conversation = store.create_conversation(fixture.owner, "t", 0).unwrap();
     let posted = store
@@ -219,7 +229,7 @@ fn turn_with(
         .unwrap();
     let run = store.claim_next("w1", 1, 300).unwrap().unwrap();
     assert_eq!(run.id, posted.run_id);
-    let agent = Agent::new(store.clone(), model, Some(search), AgentConfig::default());
+    let agent = Agent::new(store.clone(), model, Some(search), config);
     let input = TurnInput {
         run_id: run.id.clone(),
         owner_id: fixture.owner,
@@ -536,4 +546,55 @@ fn a_question_for_the_time_reads_the_clock_in_code_and_the_reading_stands_alone(
     )]);
     let (_, events) = turn(&f, model, vec![], "hello there");
     assert!(!types(&events).contains(&"tool.started"));
+}
+
+/// A search that answers only after a while.
+struct SlowSearch(Duration);
+
+impl KnowledgeSearch for SlowSearch {
+    fn search(
+        &self,
+        _query: &str,
+        _kbs: Option<&[String]>,
+        _limit: usize,
+    ) -> Result<Vec<SearchHit>, String> {
+        std::thread::sleep(self.0);
+        Ok(Vec::new())
+    }
+}
+
+#[test]
+fn a_search_past_its_deadline_answers_timeout_and_the_run_goes_on() {
+    let f = fixture();
+    let mut config = AgentConfig::default();
+    config.policy.knowledge.deadline = Duration::from_millis(300);
+    let model = ScriptedModel::new(&[]);
+    let (outcome, events) = turn_configured(
+        &f,
+        model,
+        Arc::new(SlowSearch(Duration::from_secs(5))),
+        "what is a deadlock?",
+        config,
+    );
+    let completed: Vec<(String, String)> = events
+        .iter()
+        .filter_map(|e| match e {
+            RunEvent::ToolCompleted {
+                name,
+                status,
+                summary,
+                ..
+            } => Some((name.clone(), format!("{status}:{summary}"))),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        completed,
+        [("knowledge_retrieval".to_owned(), "error:timeout".to_owned())]
+    );
+    // Nothing was found in time: the answer says so and cites nothing.
+    let TurnOutcome::Done(OutcomeKind::Answered, answer) = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert!(answer.citations.is_empty());
 }

@@ -11,7 +11,9 @@ use serde_json::{json, Value};
 
 use super::tools::{canonical_json, tool_call_key, validate, Catalog, ToolContext, ToolResult};
 use crate::runs::{now_secs, RunEvent, TurnSink, TurnStop};
-use crate::store::{Audit, AuditEntry, AuditOutcome, ClaimOutcome, ToolClaim, ToolLedger};
+use crate::store::{
+    Audit, AuditEntry, AuditOutcome, ClaimOutcome, SideEffect, ToolClaim, ToolLedger,
+};
 
 /// Most characters of a tool result kept in one audit row.
 const MAX_AUDITED_RESULT_CHARS: usize = 16_000;
@@ -138,7 +140,21 @@ impl<'a> ToolRunner<'a> {
         })?;
         let outcome = match claimed {
             ClaimOutcome::Run => {
-                let result = tool.call(&self.context, arguments);
+                let limit = Instant::now() + tool.info().timeout;
+                self.context.call_deadline = limit.min(self.deadline);
+                let mut result = tool.call(&self.context, arguments);
+                let late = Instant::now() > self.context.call_deadline;
+                if late && tool.info().side_effect == SideEffect::Read && result.is_ok() {
+                    // A read that overran its timeout is not used: the limit holds for
+                    // every tool, whether or not it watches the clock itself.
+                    result = ToolResult::error(
+                        "timeout",
+                        format!(
+                            "`{name}` took longer than its {} s limit",
+                            tool.info().timeout.as_secs()
+                        ),
+                    );
+                }
                 let settled = match &result {
                     ToolResult::Ok { data, summary } => {
                         let stored = json!({"data": data, "summary": summary}).to_string();

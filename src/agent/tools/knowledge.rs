@@ -2,7 +2,8 @@
 //! Returns passages with their citations and whether each looks relevant; the ReAct loop
 //! numbers them [n] for the answer. Passages are data, never instructions.
 
-use std::time::Duration;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -66,15 +67,43 @@ impl Tool for KnowledgeRetrieval {
     }
 
     fn call(&self, context: &ToolContext<'_>, arguments: &Value) -> ToolResult {
-        let Some(search) = context.search else {
+        let Some(search) = context.search.clone() else {
             return ToolResult::error("no_knowledge_base", "no knowledge base is loaded");
         };
-        let query = arguments["query"].as_str().unwrap_or_default();
+        let query = arguments["query"].as_str().unwrap_or_default().to_owned();
         let limit = arguments["limit"]
             .as_u64()
             .unwrap_or(DEFAULT_HITS)
             .clamp(1, MAX_HITS);
-        match search.search(query, context.readable_kbs, limit as usize) {
+        let readable = context.readable_kbs.map(<[String]>::to_vec);
+        // The search runs on its own thread so that the call answers by its deadline; a
+        // search still running then is left to finish with nobody waiting for it.
+        let (sender, receiver) = mpsc::sync_channel(1);
+        let spawned = std::thread::Builder::new()
+            .name("knowledge-search".into())
+            .spawn(move || {
+                let hits = search.search(&query, readable.as_deref(), limit as usize);
+                let _ = sender.send(hits);
+            });
+        if let Err(err) = spawned {
+            return ToolResult::error("search_failed", format!("cannot start the search: {err}"));
+        }
+        let wait = context
+            .call_deadline
+            .saturating_duration_since(Instant::now());
+        let found = match receiver.recv_timeout(wait) {
+            Ok(found) => found,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                return ToolResult::error(
+                    "timeout",
+                    format!("the search took longer than {} s", self.0.timeout.as_secs()),
+                )
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return ToolResult::error("search_failed", "the search stopped without a result")
+            }
+        };
+        match found {
             Ok(hits) => {
                 let passages: Vec<Passage> = hits.iter().map(passage).collect();
                 let relevant = passages.iter().filter(|p| p.relevant).count();

@@ -12,7 +12,7 @@ mod validate;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -52,7 +52,8 @@ pub struct ToolContext<'a> {
     pub owner_role: Role,
     pub run_id: &'a str,
     pub store: &'a Store,
-    pub search: Option<&'a dyn KnowledgeSearch>,
+    /// Shared so that a search can run on its own thread and be abandoned at its timeout.
+    pub search: Option<Arc<dyn KnowledgeSearch>>,
     pub skills: &'a Skills,
     /// Knowledge bases the caller may read (`None`: all).
     pub readable_kbs: Option<&'a [String]>,
@@ -60,6 +61,9 @@ pub struct ToolContext<'a> {
     pub request_text: &'a str,
     pub now_secs: i64,
     pub action_ttl_secs: i64,
+    /// When the current call must have answered: its tool's timeout or the run's deadline,
+    /// whichever comes first (set by the runner before each call).
+    pub call_deadline: Instant,
 }
 
 /// What the registry knows of a tool.
