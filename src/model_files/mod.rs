@@ -1,6 +1,6 @@
 //! Model files on disk: the manifest of default models, resolving a model reference (a
-//! path, a file in the models folder, or `hf://repo/file` through an internal mirror or the
-//! offline cache), and sha256 verification. Never downloads from the public hub.
+//! path, a file in the models folder, or `hf://repo/file` in the offline Hugging Face
+//! cache), and sha256 verification. Never downloads anything.
 
 mod manifest;
 mod resolve;

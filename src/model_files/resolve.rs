@@ -1,6 +1,6 @@
 //! Turning a model reference into a local path: an existing path, a name inside the models
-//! folder, or `hf://owner/repo/file` looked up in the Hugging Face offline cache and, only
-//! when `HF_ENDPOINT` names an internal mirror, fetched from that mirror.
+//! folder, or `hf://owner/repo/file` looked up in the Hugging Face offline cache (nothing is
+//! ever downloaded at run time).
 
 use std::path::{Path, PathBuf};
 
@@ -35,22 +35,41 @@ fn resolve_hf(reference: &str, rest: &str) -> Result<PathBuf, ModelFileError> {
     };
     let (repo, file) =
         split_hf(rest).ok_or_else(|| not_found("expected hf://owner/repo/path/to/file".into()))?;
-    if let Some(path) = hf_hub::Cache::from_env().model(repo.to_string()).get(file) {
-        return Ok(path);
-    }
-    let endpoint = std::env::var("HF_ENDPOINT").ok().filter(|e| !e.trim().is_empty()).ok_or_else(|| {
-        not_found("not in the offline Hugging Face cache, and HF_ENDPOINT (an internal mirror) is not set; \
-                   Warden never contacts the public hub on its own"
-            .into())
+    let cache = hub_cache_dir().ok_or_else(|| {
+        not_found("no Hugging Face cache folder: set HF_HUB_CACHE or HF_HOME".into())
     })?;
-    let api = hf_hub::api::sync::ApiBuilder::from_env()
-        .with_endpoint(endpoint.clone())
-        .with_progress(false)
-        .build()
-        .map_err(|e| not_found(format!("cannot use mirror {endpoint}: {e}")))?;
-    api.model(repo.to_string())
-        .get(file)
-        .map_err(|e| not_found(format!("mirror {endpoint}: {e}")))
+    cached_file(&cache, repo, file).ok_or_else(|| {
+        not_found(format!(
+            "not in the offline Hugging Face cache {} (Warden never downloads at run time: \
+             copy the repository's snapshot there, or give the file's path)",
+            cache.display()
+        ))
+    })
+}
+
+/// The hub cache: `HF_HUB_CACHE`, else `HF_HOME/hub`, else `~/.cache/huggingface/hub`.
+fn hub_cache_dir() -> Option<PathBuf> {
+    let set = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    set("HF_HUB_CACHE")
+        .or_else(|| set("HF_HOME").map(|home| home.join("hub")))
+        .or_else(|| set("HOME").map(|home| home.join(".cache/huggingface/hub")))
+}
+
+/// `models--owner--repo/snapshots/<refs/main>/file`, when that file is there.
+fn cached_file(cache: &Path, repo: &str, file: &str) -> Option<PathBuf> {
+    let folder = cache.join(format!("models--{}", repo.replace('/', "--")));
+    let revision = std::fs::read_to_string(folder.join("refs/main")).ok()?;
+    let revision = revision.trim();
+    let plain = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric());
+    if !plain(revision) {
+        return None;
+    }
+    let path = folder.join("snapshots").join(revision).join(file);
+    path.is_file().then_some(path)
 }
 
 /// `owner/repo/dir/file` → (`owner/repo`, `dir/file`).
@@ -78,6 +97,28 @@ mod tests {
         );
         assert_eq!(split_hf("owner/repo"), None);
         assert_eq!(split_hf("owner/repo/../x"), None);
+    }
+
+    #[test]
+    fn hf_references_resolve_from_the_offline_cache_only() {
+        let cache = tempfile::tempdir().unwrap();
+        let folder = cache.path().join("models--owner--repo");
+        std::fs::create_dir_all(folder.join("refs")).unwrap();
+        std::fs::create_dir_all(folder.join("snapshots/abc123/sub")).unwrap();
+        std::fs::write(folder.join("refs/main"), "abc123\n").unwrap();
+        std::fs::write(folder.join("snapshots/abc123/sub/m.gguf"), b"GGUF").unwrap();
+        assert_eq!(
+            cached_file(cache.path(), "owner/repo", "sub/m.gguf"),
+            Some(folder.join("snapshots/abc123/sub/m.gguf"))
+        );
+        assert_eq!(
+            cached_file(cache.path(), "owner/repo", "missing.gguf"),
+            None
+        );
+        assert_eq!(cached_file(cache.path(), "owner/other", "sub/m.gguf"), None);
+        // A revision that is not a plain name never leads outside the snapshots.
+        std::fs::write(folder.join("refs/main"), "../../x").unwrap();
+        assert_eq!(cached_file(cache.path(), "owner/repo", "sub/m.gguf"), None);
     }
 
     #[test]
