@@ -1,9 +1,12 @@
 //! Embeds the browser UI: lists every file under `web/` (tests excluded) into
-//! `$OUT_DIR/web_assets.rs` as `(name, include_bytes!(path))` pairs. No network I/O.
+//! `$OUT_DIR/web_assets.rs` as `(name, include_bytes!(path))` pairs; and names the commit
+//! the binary is built from (`WARDEN_COMMIT`, from `git rev-parse` when the source is a git
+//! checkout, else `unknown`, or the `WARDEN_COMMIT` environment variable). No network I/O.
 
 use std::path::{Path, PathBuf};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    println!("cargo:rustc-env=WARDEN_COMMIT={}", commit());
     let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("web");
     println!("cargo:rerun-if-changed={}", root.display());
     let mut files = Vec::new();
@@ -23,6 +26,34 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out = PathBuf::from(std::env::var("OUT_DIR")?).join("web_assets.rs");
     std::fs::write(out, code)?;
     Ok(())
+}
+
+/// The commit being built: `WARDEN_COMMIT` if set, else git's short hash (with `-dirty`
+/// when the work tree has changes), else `unknown`.
+fn commit() -> String {
+    println!("cargo:rerun-if-env-changed=WARDEN_COMMIT");
+    if let Ok(commit) = std::env::var("WARDEN_COMMIT") {
+        return commit;
+    }
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|out| out.status.success())
+            .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    };
+    if let Some(dir) = git(&["rev-parse", "--git-dir"]) {
+        // A new commit or checkout changes HEAD or the ref it names.
+        println!("cargo:rerun-if-changed={dir}/HEAD");
+        if let Some(head) = git(&["symbolic-ref", "-q", "HEAD"]) {
+            println!("cargo:rerun-if-changed={dir}/{head}");
+        }
+    }
+    match git(&["rev-parse", "--short=12", "HEAD"]) {
+        Some(hash) if !hash.is_empty() => hash,
+        _ => "unknown".to_owned(),
+    }
 }
 
 fn collect(root: &Path, dir: &Path, files: &mut Vec<(String, PathBuf)>) -> std::io::Result<()> {

@@ -13,7 +13,7 @@ use crate::retrieval::{RetrievalConfig, RootPolicy};
 
 /// Largest request body the HTTP server accepts.
 const MAX_BODY_BYTES: usize = 4 << 20;
-/// Largest `max_tokens` a request may ask for.
+/// Largest `--max-output-tokens`.
 const MAX_TOKENS_CAP: usize = 8192;
 /// Most inputs in one embeddings request.
 const MAX_EMBEDDING_INPUTS: usize = 2048;
@@ -156,6 +156,22 @@ pub enum ConfigError {
     Invalid(String),
 }
 
+/// Per-user allowances and the server's answer cap, so that no one user or request can
+/// hold the models.
+#[derive(Debug, Clone, Args)]
+pub struct QuotaFlags {
+    /// Most tokens one `/v1` answer may have; a request without `max_tokens` gets this
+    /// many at most, one asking for more is refused.
+    #[arg(long, env = "WARDEN_MAX_OUTPUT_TOKENS", default_value_t = 2048)]
+    pub max_output_tokens: usize,
+    /// Most chat messages one user may have waiting for an answer; more get 429.
+    #[arg(long, env = "WARDEN_MAX_QUEUED_RUNS_PER_USER", default_value_t = 8)]
+    pub max_queued_runs_per_user: u32,
+    /// Most `/v1` requests one user may have in progress at once; more get 429.
+    #[arg(long, env = "WARDEN_MAX_V1_REQUESTS_PER_USER", default_value_t = 4)]
+    pub max_v1_requests_per_user: usize,
+}
+
 /// Validated server settings.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
@@ -163,6 +179,8 @@ pub struct ServeConfig {
     pub data_dir: PathBuf,
     pub engine: EngineConfig,
     pub http: HttpLimits,
+    /// Most queued chat runs per user.
+    pub max_queued_runs_per_user: u32,
 }
 
 impl ServeConfig {
@@ -170,18 +188,31 @@ impl ServeConfig {
         addr: SocketAddr,
         data_dir: PathBuf,
         models: &ModelFlags,
+        quotas: &QuotaFlags,
     ) -> Result<Self, ConfigError> {
         let engine = engine_config(models, Needs::Both)?;
+        if !(1..=MAX_TOKENS_CAP).contains(&quotas.max_output_tokens) {
+            return Err(ConfigError::Invalid(format!(
+                "--max-output-tokens must be between 1 and {MAX_TOKENS_CAP}"
+            )));
+        }
+        if quotas.max_queued_runs_per_user == 0 || quotas.max_v1_requests_per_user == 0 {
+            return Err(ConfigError::Invalid(
+                "--max-queued-runs-per-user and --max-v1-requests-per-user must be ≥ 1".into(),
+            ));
+        }
         let http = HttpLimits {
             max_body_bytes: MAX_BODY_BYTES,
-            max_tokens_cap: MAX_TOKENS_CAP.min(engine.max_context),
+            max_tokens_cap: quotas.max_output_tokens.min(engine.max_context),
             max_embedding_inputs: MAX_EMBEDDING_INPUTS,
+            max_v1_requests_per_user: quotas.max_v1_requests_per_user,
         };
         Ok(Self {
             addr,
             data_dir,
             engine,
             http,
+            max_queued_runs_per_user: quotas.max_queued_runs_per_user,
         })
     }
 }

@@ -87,6 +87,45 @@ pub fn ensure_data_dir(dir: &Path) -> std::io::Result<()> {
     if dir.is_dir() {
         return Ok(());
     }
+    create_private_dir(dir)
+}
+
+/// Makes an existing data folder and everything in it (database, indexes, backups)
+/// readable by its owner only: folders 0700, files 0600. Symbolic links are not followed.
+/// Returns how many entries had to change.
+pub fn make_data_private(dir: &Path) -> std::io::Result<usize> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mut changed = 0;
+        let mut pending = vec![dir.to_path_buf()];
+        while let Some(path) = pending.pop() {
+            let metadata = std::fs::symlink_metadata(&path)?;
+            let wanted = if metadata.is_dir() {
+                for entry in std::fs::read_dir(&path)? {
+                    pending.push(entry?.path());
+                }
+                0o700
+            } else if metadata.is_file() {
+                0o600
+            } else {
+                continue;
+            };
+            if metadata.permissions().mode() & 0o777 != wanted {
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(wanted))?;
+                changed += 1;
+            }
+        }
+        Ok(changed)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        Ok(0)
+    }
+}
+
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]
@@ -143,4 +182,42 @@ pub fn open_library_with(
         protecting_data(config, data_dir),
     )?;
     Ok((store, library))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn an_existing_data_folder_is_made_private_without_following_links() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        let outside = tempfile::tempdir().unwrap();
+        let shared_file = outside.path().join("shared.txt");
+        std::fs::write(&shared_file, "x").unwrap();
+        std::fs::set_permissions(&shared_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let data = tempfile::tempdir().unwrap();
+        let index = data.path().join(INDEX_DIR);
+        std::fs::create_dir(&index).unwrap();
+        std::fs::write(index.join("segment"), "x").unwrap();
+        std::fs::write(data.path().join("warden.db"), "x").unwrap();
+        for path in [data.path(), &index] {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        std::fs::set_permissions(
+            index.join("segment"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(&shared_file, data.path().join("link")).unwrap();
+
+        assert!(make_data_private(data.path()).unwrap() >= 3);
+        assert_eq!(mode(data.path()), 0o700);
+        assert_eq!(mode(&index), 0o700);
+        assert_eq!(mode(&index.join("segment")), 0o600);
+        assert_eq!(mode(&data.path().join("warden.db")), 0o600);
+        assert_eq!(mode(&shared_file), 0o644, "a link's target is not changed");
+        assert_eq!(make_data_private(data.path()).unwrap(), 0);
+    }
 }

@@ -23,19 +23,28 @@
 //!   cited knowledge answers. Never touches axum, SQL or candle.
 //! - `diagnostics`: incident diagnostics: scenario packs, data sources, the read-only
 //!   diagnostic tools. Never touches axum.
+//! - `build_info`: version and commit of the binary.
+//! - `trace`: trace ids (from `traceparent` or generated) and the thread's current one,
+//!   which the store records on runs and audit rows.
+//! - `metrics`: the Prometheus registry every layer reports to, and its text exposition.
+//! - `public_text`: messages for users who are not admins, without internal file paths.
 //! - `timefmt`: RFC 3339 times to seconds since the epoch and back (UTC).
 //! - `knowledge`: wiring of retrieval to the store and the engine's embedding model.
 //! - `cli`: the commands (`serve`, `ask`, `models`, `bench`, `kb`, `eval`).
 
 pub mod agent;
+pub mod build_info;
 pub mod cli;
 pub mod config;
 pub mod diagnostics;
 pub mod engine;
 pub mod http;
 pub mod knowledge;
+pub mod metrics;
 pub mod model_files;
+pub mod public_text;
 pub mod retrieval;
 pub mod runs;
 pub mod store;
 pub mod timefmt;
+pub mod trace;

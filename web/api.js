@@ -20,12 +20,15 @@ export function onUnauthorized(handler) {
   unauthorizedHandler = handler;
 }
 
-/** The value of the readable `warden_csrf` cookie, or null before sign-in. */
+/** Names of the readable CSRF cookie: `__Host-` prefixed when the server's cookies are secure. */
+const CSRF_COOKIES = ['__Host-warden_csrf', 'warden_csrf'];
+
+/** The value of the readable CSRF cookie, or null before sign-in. */
 export function csrfToken() {
   for (const part of document.cookie.split(';')) {
     const separator = part.indexOf('=');
     if (separator === -1) continue;
-    if (part.slice(0, separator).trim() === 'warden_csrf') return decodeURIComponent(part.slice(separator + 1).trim());
+    if (CSRF_COOKIES.includes(part.slice(0, separator).trim())) return decodeURIComponent(part.slice(separator + 1).trim());
   }
   return null;
 }
@@ -94,9 +97,10 @@ export async function bootstrap(token, name, password) {
   return data.user;
 }
 
-export async function listConversations() {
-  const data = await request('GET', '/api/conversations');
-  return data.conversations;
+/** One page of conversations, newest first: {conversations, next_before} (null on the last). */
+export function listConversations(before = null) {
+  const query = before ? `?before=${encodeURIComponent(before)}` : '';
+  return request('GET', `/api/conversations${query}`);
 }
 
 export function createConversation(title) {

@@ -30,10 +30,14 @@ export function createSidebar({ onNewChat, onNavigate = () => {}, isAdmin = fals
     if (event.target.closest('a')) onNavigate();
   });
   const status = h('p', { className: 'sidebar-status', hidden: true });
+  // The list comes a page at a time; this fetches the next older page.
+  let nextBefore = null;
+  const older = bindText(h('button', { type: 'button', className: 'button sidebar-older', testid: 'conversations-older', hidden: true,
+    on: { click: () => loadOlder() } }), 'nav.older');
   const element = h('aside', { className: 'sidebar', id: 'sidebar' },
     newChat,
     bindAttr(h('nav', { className: 'section-nav' }, diagnostics, [...screenLinks.values()]), 'aria-label', 'nav.sections'),
-    h('nav', { className: 'sidebar-nav', attrs: { 'aria-labelledby': 'sidebar-heading' } }, heading, list, status));
+    h('nav', { className: 'sidebar-nav', attrs: { 'aria-labelledby': 'sidebar-heading' } }, heading, list, older, status));
   let activeId = null;
   let generation = 0;
 
@@ -47,9 +51,9 @@ export function createSidebar({ onNewChat, onNavigate = () => {}, isAdmin = fals
   const refresh = async () => {
     generation += 1;
     const mine = generation;
-    let conversations;
+    let page;
     try {
-      conversations = await api.listConversations();
+      page = await api.listConversations();
     } catch (error) {
       if (mine !== generation) return;
       if (error instanceof api.ApiError && error.status === 401) return;
@@ -58,10 +62,33 @@ export function createSidebar({ onNewChat, onNavigate = () => {}, isAdmin = fals
       return;
     }
     if (mine !== generation) return;
+    const conversations = page.conversations;
     list.replaceChildren(...conversations.map(conversationItem));
+    nextBefore = page.next_before ?? null;
+    older.hidden = !nextBefore;
     status.hidden = conversations.length > 0;
     if (conversations.length === 0) bindText(status, 'nav.empty');
     markActive();
+  };
+
+  const loadOlder = async () => {
+    if (!nextBefore) return;
+    const mine = generation;
+    older.disabled = true;
+    try {
+      const page = await api.listConversations(nextBefore);
+      if (mine !== generation) return;
+      list.append(...page.conversations.map(conversationItem));
+      nextBefore = page.next_before ?? null;
+      older.hidden = !nextBefore;
+      markActive();
+    } catch (error) {
+      if (mine !== generation) return;
+      bindText(status, 'nav.load_failed');
+      status.hidden = false;
+    } finally {
+      older.disabled = false;
+    }
   };
 
   const setActive = (id) => {

@@ -2,6 +2,11 @@
 //! data folder, drives N concurrent conversations through the public HTTP API (post a
 //! message, follow its run's SSE stream to the end), and reports completed runs per second,
 //! time to first token p50/p95, `/healthz` latency under that load, and the server's RSS.
+//!
+//! `--users U --hog H` measures fairness instead: U accounts, of which H flood the queue
+//! (messages into ever new conversations, as fast as the server accepts them) while the
+//! other U − H chat normally, one conversation each; it reports the normal users' time to
+//! first token without the flood and with it.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -31,6 +36,12 @@ pub struct ServeBenchArgs {
     /// Most tokens per answer (the server's `--max-answer-tokens`).
     #[arg(long, default_value_t = 64)]
     max_answer_tokens: u32,
+    /// Accounts the conversations are spread over.
+    #[arg(long, default_value_t = 1)]
+    users: usize,
+    /// Of those, how many flood the queue (fairness mode; 0: off).
+    #[arg(long, default_value_t = 0)]
+    hog: usize,
     /// Print JSON (the only output format; kept for clarity in scripts).
     #[arg(long)]
     json: bool,
@@ -47,30 +58,38 @@ struct Sample {
 }
 
 pub fn run(args: ServeBenchArgs) -> anyhow::Result<ExitCode> {
-    if args.concurrency == 0 || args.messages == 0 {
-        anyhow::bail!("--concurrency and --messages must be at least 1");
+    if args.concurrency == 0 || args.messages == 0 || args.users == 0 {
+        anyhow::bail!("--concurrency, --messages and --users must be at least 1");
+    }
+    if args.hog > 0 && args.hog >= args.users {
+        anyhow::bail!("--hog must leave at least one normal user (--users > --hog)");
     }
     let data = tempfile::tempdir().context("cannot create a temporary data folder")?;
-    let token = prepare_account(data.path())?;
+    let tokens = prepare_accounts(data.path(), args.users)?;
     let mut server = BenchServer::start(data.path(), &args)?;
-    let result = drive(&server, &token, &args);
+    let result = if args.hog > 0 {
+        fairness(&server, &tokens, &args)
+    } else {
+        drive(&server, &tokens, &args)
+    };
     server.stop();
     let report = result?;
     println!("{report}");
     Ok(ExitCode::SUCCESS)
 }
 
-fn prepare_account(data: &Path) -> anyhow::Result<String> {
+/// `users` accounts, `bench-0` …; the `Authorization` header value of each.
+fn prepare_accounts(data: &Path, users: usize) -> anyhow::Result<Vec<String>> {
     let store = crate::knowledge::open_store(data)?;
-    store.create_user(
-        "bench",
-        Role::Operator,
-        "bench-password-1",
-        crate::runs::now_secs(),
-    )?;
-    Ok(store
-        .create_token("bench", "bench", crate::runs::now_secs())?
-        .secret)
+    (0..users)
+        .map(|index| {
+            let name = format!("bench-{index}");
+            let now = crate::runs::now_secs();
+            store.create_user(&name, Role::Operator, "bench-password-1", now)?;
+            let secret = store.create_token(&name, "bench", now)?.secret;
+            Ok(format!("Bearer {secret}"))
+        })
+        .collect()
 }
 
 struct BenchServer {
@@ -97,7 +116,7 @@ impl BenchServer {
             .arg("--models")
             .arg(&args.models)
             .args(["--max-answer-tokens", &args.max_answer_tokens.to_string()])
-            .args(["--run-workers", &args.concurrency.clamp(1, 4).to_string()])
+            .args(["--run-workers", &run_workers(args).to_string()])
             .env("WARDEN_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -136,8 +155,17 @@ impl BenchServer {
     }
 }
 
-fn drive(server: &BenchServer, token: &str, args: &ServeBenchArgs) -> anyhow::Result<Value> {
-    let auth = format!("Bearer {token}");
+/// The server's run workers: one per conversation driven at once, at most four.
+fn run_workers(args: &ServeBenchArgs) -> usize {
+    let at_once = if args.hog > 0 {
+        args.users - args.hog
+    } else {
+        args.concurrency
+    };
+    at_once.clamp(1, 4)
+}
+
+fn drive(server: &BenchServer, tokens: &[String], args: &ServeBenchArgs) -> anyhow::Result<Value> {
     let rss_idle = server.rss_mib();
     let done = AtomicBool::new(false);
     let health: Mutex<Vec<Duration>> = Mutex::new(Vec::new());
@@ -161,7 +189,8 @@ fn drive(server: &BenchServer, token: &str, args: &ServeBenchArgs) -> anyhow::Re
         });
         let chats: Vec<_> = (0..args.concurrency)
             .map(|index| {
-                let (auth, samples, errors) = (&auth, &samples, &errors);
+                let auth = &tokens[index % tokens.len()];
+                let (samples, errors) = (&samples, &errors);
                 scope.spawn(move || {
                     if let Err(err) = chat(server, auth, index, args.messages, samples) {
                         lock(errors).push(format!("{err:#}"));
@@ -194,6 +223,7 @@ fn drive(server: &BenchServer, token: &str, args: &ServeBenchArgs) -> anyhow::Re
     Ok(json!({
         "bench": "serve",
         "concurrency": args.concurrency,
+        "users": args.users,
         "messages_per_conversation": args.messages,
         "max_answer_tokens": args.max_answer_tokens,
         "runs": samples.len(),
@@ -209,6 +239,137 @@ fn drive(server: &BenchServer, token: &str, args: &ServeBenchArgs) -> anyhow::Re
         "rss_mib_idle": rss_idle,
         "rss_mib_peak": *lock(&rss_peak),
     }))
+}
+
+/// The normal users chat alone, then again while the hogs flood the queue.
+fn fairness(
+    server: &BenchServer,
+    tokens: &[String],
+    args: &ServeBenchArgs,
+) -> anyhow::Result<Value> {
+    let (hogs, normal) = tokens.split_at(args.hog);
+    let quiet = normal_users(server, normal, args)?;
+    let stop = AtomicBool::new(false);
+    let posted = std::sync::atomic::AtomicUsize::new(0);
+    let refused = std::sync::atomic::AtomicUsize::new(0);
+    let errors: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let flood = std::thread::scope(|scope| {
+        for (index, auth) in hogs.iter().enumerate() {
+            let (stop, posted, refused, errors) = (&stop, &posted, &refused, &errors);
+            scope.spawn(move || {
+                if let Err(err) = hog(server, auth, index, stop, posted, refused) {
+                    lock(errors).push(format!("{err:#}"));
+                }
+            });
+        }
+        // The flood is on once the hogs have been refused for a full queue.
+        let started = Instant::now();
+        while refused.load(Ordering::Relaxed) == 0 && started.elapsed() < START_TIMEOUT {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let measured = normal_users(server, normal, args);
+        stop.store(true, Ordering::Relaxed);
+        measured
+    })?;
+    let errors = errors.into_inner().unwrap_or_default();
+    anyhow::ensure!(errors.is_empty(), "the flood failed: {}", errors.join("; "));
+    let summary = |samples: &[Sample]| {
+        let mut ttfts: Vec<f64> = samples.iter().filter_map(|s| s.ttft).map(ms).collect();
+        let mut totals: Vec<f64> = samples.iter().map(|s| ms(s.total)).collect();
+        json!({
+            "runs": samples.len(),
+            "runs_completed": samples.iter().filter(|s| s.completed).count(),
+            "ttft_ms_p50": percentile(&mut ttfts, 0.50),
+            "ttft_ms_p95": percentile(&mut ttfts, 0.95),
+            "run_ms_p95": percentile(&mut totals, 0.95),
+        })
+    };
+    Ok(json!({
+        "bench": "serve",
+        "mode": "fairness",
+        "users": args.users,
+        "hog": args.hog,
+        "messages_per_conversation": args.messages,
+        "max_answer_tokens": args.max_answer_tokens,
+        "run_workers": run_workers(args),
+        "normal_without_flood": summary(&quiet),
+        "normal_with_flood": summary(&flood),
+        "hog_messages_accepted": posted.load(Ordering::Relaxed),
+        "hog_messages_refused_429": refused.load(Ordering::Relaxed),
+    }))
+}
+
+/// Each normal user runs one conversation of `args.messages` turns, all at once.
+fn normal_users(
+    server: &BenchServer,
+    tokens: &[String],
+    args: &ServeBenchArgs,
+) -> anyhow::Result<Vec<Sample>> {
+    let samples: Mutex<Vec<Sample>> = Mutex::new(Vec::new());
+    let errors: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for (index, auth) in tokens.iter().enumerate() {
+            let (samples, errors) = (&samples, &errors);
+            scope.spawn(move || {
+                if let Err(err) = chat(server, auth, index, args.messages, samples) {
+                    lock(errors).push(format!("{err:#}"));
+                }
+            });
+        }
+    });
+    let errors = errors.into_inner().unwrap_or_default();
+    anyhow::ensure!(
+        errors.is_empty(),
+        "conversations failed: {}",
+        errors.join("; ")
+    );
+    Ok(samples.into_inner().unwrap_or_default())
+}
+
+/// Posts messages into new conversations until `stop`; a 429 (queue allowance used up)
+/// is counted and retried shortly after.
+fn hog(
+    server: &BenchServer,
+    auth: &str,
+    index: usize,
+    stop: &AtomicBool,
+    posted: &std::sync::atomic::AtomicUsize,
+    refused: &std::sync::atomic::AtomicUsize,
+) -> anyhow::Result<()> {
+    let mut sent = 0usize;
+    let mut conversation: Option<String> = None;
+    while !stop.load(Ordering::Relaxed) {
+        let id = match &conversation {
+            Some(id) => id.clone(),
+            None => {
+                let created: Value = ureq::post(&server.url("/api/conversations"))
+                    .set("Authorization", auth)
+                    .send_json(json!({ "title": format!("flood {index}.{sent}") }))?
+                    .into_json()?;
+                let id = created["id"].as_str().context("no conversation id")?;
+                conversation.insert(id.to_owned()).clone()
+            }
+        };
+        let answer = ureq::post(&server.url(&format!("/api/conversations/{id}/messages")))
+            .set("Authorization", auth)
+            .send_json(
+                json!({ "content": format!("Flood {index}.{sent}: tell me a long story.") }),
+            );
+        match answer {
+            Ok(_) => {
+                posted.fetch_add(1, Ordering::Relaxed);
+                // The next message goes to a new conversation, so none waits for another.
+                conversation = None;
+            }
+            Err(ureq::Error::Status(429, _)) => {
+                refused.fetch_add(1, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Err(err) => return Err(err.into()),
+        }
+        sent += 1;
+    }
+    Ok(())
 }
 
 /// One conversation: `messages` turns, each followed to its terminal event.

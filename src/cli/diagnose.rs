@@ -150,6 +150,7 @@ impl Session {
                 workers: 1,
                 ..RunConfig::default()
             },
+            Arc::new(crate::metrics::Metrics::new()),
         )?;
         let owner = match store.user_by_name("diagnostician") {
             Ok(user) => user.id,

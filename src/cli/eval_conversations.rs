@@ -310,6 +310,7 @@ fn run_case(
             workers: 1,
             ..RunConfig::default()
         },
+        Arc::new(crate::metrics::Metrics::new()),
     )?;
     let conversation = store.create_conversation(owner, "eval", now)?;
     let mut observed = Observed::default();

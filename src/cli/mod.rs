@@ -27,12 +27,22 @@ use crate::config::ModelFlags;
 #[derive(Debug, Parser)]
 #[command(
     name = "warden",
-    version,
+    version = crate::build_info::LONG_VERSION,
     about = "Self-hosted AI assistant for air-gapped networks"
 )]
 struct Cli {
+    /// How log lines on stderr look: `text` for people, `json` (one object a line, with
+    /// the request's or run's trace id in its span fields) for a log pipeline.
+    #[arg(long, global = true, env = "WARDEN_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -104,7 +114,7 @@ pub struct DataFlags {
 
 pub fn run() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
-    init_logging();
+    init_logging(cli.log_format);
     match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Ask(args) => ask::run(args),
@@ -123,13 +133,20 @@ pub fn run() -> anyhow::Result<ExitCode> {
     }
 }
 
-fn init_logging() {
+fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("WARDEN_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .try_init(),
+    };
 }
 
 /// Loads the engine for `flags`, failing when a needed model did not load.

@@ -13,10 +13,13 @@ use super::DataFlags;
 use crate::agent::backends::{EngineChatModel, KnowledgeSearch, LibrarySearch};
 use crate::agent::policy::PolicyConfig;
 use crate::agent::{Agent, AgentConfig};
-use crate::config::{AlertFlags, KbRootFlags, ModelFlags, RetrievalFlags, ServeConfig};
+use crate::config::{AlertFlags, KbRootFlags, ModelFlags, QuotaFlags, RetrievalFlags, ServeConfig};
 use crate::diagnostics::{DiagnosticRunner, Playbooks};
 use crate::engine::Engine;
-use crate::http::{self, AppState, LoginLimiter, SessionConfig};
+use crate::http::{
+    self, AllowedHosts, AppState, LoginLimiter, NetworkPolicy, SessionConfig, UserSlots,
+};
+use crate::metrics::Metrics;
 use crate::retrieval::{AddedBy, Library, RetrievalConfig, RetrievalError};
 use crate::runs::{EventBus, RunConfig, RunService, RunWorkers};
 use crate::store::{AccessControl, Accounts, Reader, Role, Store};
@@ -39,6 +42,8 @@ pub struct ServeArgs {
     alerts: AlertFlags,
     #[command(flatten)]
     kb_roots: KbRootFlags,
+    #[command(flatten)]
+    quotas: QuotaFlags,
     /// Folder loaded as the `sample` knowledge base on first start (when none exist yet).
     #[arg(long, env = "WARDEN_SAMPLE_KB", default_value = "kb")]
     sample_kb: PathBuf,
@@ -60,6 +65,18 @@ pub struct ServeArgs {
     /// Mark cookies `Secure` (set this when users reach Warden over HTTPS via a proxy).
     #[arg(long, env = "WARDEN_SECURE_COOKIES")]
     secure_cookies: bool,
+    /// URL users reach Warden at (`https://warden.example.org`); repeat or separate with
+    /// commas for several. Requests naming another host are refused (IP addresses and
+    /// `localhost` always work), so a rebinding web page cannot drive the server.
+    #[arg(long, env = "WARDEN_PUBLIC_ORIGIN", value_delimiter = ',')]
+    public_origin: Vec<String>,
+    /// The reverse proxy's address: only connections from it have `X-Forwarded-For`
+    /// believed (its last entry), for login limiting and logs.
+    #[arg(long, env = "WARDEN_TRUSTED_PROXY")]
+    trusted_proxy: Option<std::net::IpAddr>,
+    /// Bearer token Prometheus presents to scrape `/metrics` (admins' API tokens work too).
+    #[arg(long, env = "WARDEN_METRICS_TOKEN", hide_env_values = true)]
+    metrics_token: Option<String>,
     /// Scenario pack folder the diagnostic tools read for tasks without their own source
     /// (unset: every diagnostic tool answers "unavailable" until live connectors exist).
     #[arg(long, env = "WARDEN_DIAGNOSTICS_SOURCE")]
@@ -73,13 +90,36 @@ pub struct ServeArgs {
 const LOCK_FILE: &str = "warden.lock";
 
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    let config = ServeConfig::new(args.addr, args.data.data.clone(), &args.models)?;
+    let config = ServeConfig::new(
+        args.addr,
+        args.data.data.clone(),
+        &args.models,
+        &args.quotas,
+    )?;
     let alerts = args.alerts.webhook()?;
     crate::knowledge::ensure_data_dir(&config.data_dir)
         .with_context(|| format!("cannot create data folder {}", config.data_dir.display()))?;
     let _lock = lock_data_folder(&config.data_dir)?;
+    match crate::knowledge::make_data_private(&config.data_dir) {
+        Ok(0) => {}
+        Ok(changed) => tracing::info!(changed, "made the data folder private to its owner"),
+        Err(err) => tracing::warn!("cannot make the data folder private: {err}"),
+    }
     let store = crate::knowledge::open_store(&config.data_dir)?;
-    let engine = Engine::load(&config.engine);
+    store.set_queued_runs_limit(Some(config.max_queued_runs_per_user));
+    let network = NetworkPolicy {
+        allowed_hosts: AllowedHosts::from_origins(&args.public_origin)
+            .map_err(|message| anyhow::anyhow!(message))?,
+        trusted_proxy: args.trusted_proxy,
+    };
+    let metrics_token = match args.metrics_token.as_deref().map(str::trim) {
+        Some(token) if token.len() < 16 => {
+            anyhow::bail!("--metrics-token must be at least 16 characters")
+        }
+        other => other.map(Arc::<str>::from),
+    };
+    let metrics = Arc::new(Metrics::new());
+    let engine = Engine::load_observed(&config.engine, metrics.clone());
     for model in engine.models() {
         tracing::info!(model = %model.id, kind = ?model.kind, arch = %model.architecture, "model loaded");
     }
@@ -97,7 +137,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             watch_folders(library.clone(), Duration::from_secs(args.watch));
         }
     }
-    let runs = start_runs(&engine, store.clone(), library.clone(), &args)?;
+    let runs = start_runs(
+        &engine,
+        store.clone(),
+        library.clone(),
+        &args,
+        metrics.clone(),
+    )?;
     let (stop_sender, stop_receiver) = tokio::sync::watch::channel(false);
     forget_expired_sessions(store.clone());
     let bootstrap = store
@@ -115,7 +161,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         },
         login_limiter: Arc::new(LoginLimiter::default()),
         limits: config.http,
+        v1_slots: Arc::new(UserSlots::new(config.http.max_v1_requests_per_user)),
         alerts,
+        network,
+        metrics,
+        metrics_token,
         shutdown: stop_receiver,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -193,6 +243,7 @@ fn start_runs(
     store: Arc<Store>,
     library: Option<Arc<Library>>,
     args: &ServeArgs,
+    metrics: Arc<Metrics>,
 ) -> anyhow::Result<RunService> {
     let bus = EventBus::default();
     let Some(chat) = engine.chat_model(None) else {
@@ -236,6 +287,7 @@ fn start_runs(
         Arc::new(diagnostics),
         bus.clone(),
         config,
+        metrics,
     )
     .context("cannot recover interrupted runs")?;
     if !recovered.is_empty() {

@@ -10,6 +10,8 @@ use super::types::{ChatRequest, Embeddings, GenerationEvent, ModelInfo};
 /// A queued chat job: the request, where to send its events, and its cancel flag.
 pub(crate) struct ChatJob {
     pub request: ChatRequest,
+    /// When the job entered the queue (time to first token counts from here).
+    pub submitted: std::time::Instant,
     pub events: flume::Sender<Result<GenerationEvent>>,
     pub cancel: Arc<AtomicBool>,
 }
@@ -40,6 +42,11 @@ impl ChatModelHandle {
         &self.info
     }
 
+    /// Requests waiting in the queue.
+    pub fn queued(&self) -> u64 {
+        self.queue.len() as u64
+    }
+
     /// Queues a generation. Returns at once: `QueueFull` when the queue is full.
     /// Dropping the returned stream cancels the generation.
     pub fn submit(&self, request: ChatRequest) -> Result<GenerationStream> {
@@ -49,6 +56,7 @@ impl ChatModelHandle {
         let cancel = Arc::new(AtomicBool::new(false));
         let job = ChatJob {
             request,
+            submitted: std::time::Instant::now(),
             events,
             cancel: cancel.clone(),
         };
@@ -124,6 +132,11 @@ impl EmbedModelHandle {
 
     pub fn info(&self) -> &ModelInfo {
         &self.info
+    }
+
+    /// Requests waiting in the queue.
+    pub fn queued(&self) -> u64 {
+        self.queue.len() as u64
     }
 
     /// Embeds `inputs` (one vector each, in order). `QueueFull` when the queue is full.

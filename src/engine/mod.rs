@@ -21,6 +21,9 @@ mod types;
 mod worker;
 
 use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::metrics::Metrics;
 
 pub use constrained::{bounded_schema, OutputLimits, MAX_FRACTION_DIGITS, MAX_TOOL_CALLS};
 pub use embed::BATCH_SIZE as EMBED_BATCH_SIZE;
@@ -119,6 +122,12 @@ pub struct Engine {
 impl Engine {
     /// Loads every model of `config`; a model that fails is recorded, not fatal.
     pub fn load(config: &EngineConfig) -> Engine {
+        Self::load_observed(config, Arc::new(Metrics::new()))
+    }
+
+    /// `load`, with the models reporting their work (requests in flight, tokens, time to
+    /// first token, decode rate) to `metrics`.
+    pub fn load_observed(config: &EngineConfig, metrics: Arc<Metrics>) -> Engine {
         device::configure_threads(config.threads);
         let mut engine = Engine {
             chat: Vec::new(),
@@ -126,12 +135,13 @@ impl Engine {
             failures: Vec::new(),
         };
         for spec in &config.models {
-            let loaded = match spec.kind {
-                ModelKind::Chat => worker::spawn_chat(spec, config).map(|h| engine.chat.push(h)),
-                ModelKind::Embedding => {
-                    worker::spawn_embed(spec, config).map(|h| engine.embed.push(h))
-                }
-            };
+            let loaded =
+                match spec.kind {
+                    ModelKind::Chat => worker::spawn_chat(spec, config, metrics.clone())
+                        .map(|h| engine.chat.push(h)),
+                    ModelKind::Embedding => worker::spawn_embed(spec, config, metrics.clone())
+                        .map(|h| engine.embed.push(h)),
+                };
             if let Err(err) = loaded {
                 tracing::error!(model = %spec.id, "failed to load: {err}");
                 engine.failures.push(LoadFailure {
@@ -164,6 +174,13 @@ impl Engine {
     pub fn models(&self) -> Vec<ModelInfo> {
         let chat = self.chat.iter().map(|m| m.info().clone());
         chat.chain(self.embed.iter().map(|m| m.info().clone()))
+            .collect()
+    }
+
+    /// `(model, requests waiting in its queue)` for every loaded model.
+    pub fn queue_depths(&self) -> Vec<(String, u64)> {
+        let chat = self.chat.iter().map(|m| (m.info().id.clone(), m.queued()));
+        chat.chain(self.embed.iter().map(|m| (m.info().id.clone(), m.queued())))
             .collect()
     }
 

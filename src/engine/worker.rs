@@ -5,6 +5,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Instant;
 
 use super::chat_template::ChatTemplate;
 use super::embed::Embedder;
@@ -13,11 +14,16 @@ use super::generate::ChatRuntime;
 use super::gguf::GgufFile;
 use super::handle::{ChatJob, ChatModelHandle, EmbedJob, EmbedModelHandle};
 use super::tokenizer::TextTokenizer;
-use super::types::{GenerationEvent, ModelInfo, ModelKind};
+use super::types::{GenerationEvent, GenerationSummary, ModelInfo, ModelKind};
 use super::{device, models, EngineConfig, ModelSpec, OutputLimits};
+use crate::metrics::{GenerationReport, Metrics};
 
 /// Loads a chat model on a new thread and returns its handle once it is ready.
-pub fn spawn_chat(spec: &ModelSpec, config: &EngineConfig) -> Result<ChatModelHandle> {
+pub fn spawn_chat(
+    spec: &ModelSpec,
+    config: &EngineConfig,
+    metrics: Arc<Metrics>,
+) -> Result<ChatModelHandle> {
     let (queue, jobs) = flume::bounded::<ChatJob>(config.queue_depth);
     let (ready, ready_rx) = flume::bounded(1);
     let spec = spec.clone();
@@ -28,7 +34,7 @@ pub fn spawn_chat(spec: &ModelSpec, config: &EngineConfig) -> Result<ChatModelHa
         .spawn(move || match load_chat(&spec, max_context, limits) {
             Ok((runtime, info)) => {
                 let _ = ready.send(Ok(info));
-                serve_chat(runtime, jobs);
+                serve_chat(runtime, jobs, &spec.id, &metrics);
             }
             Err(err) => {
                 let _ = ready.send(Err(err));
@@ -76,14 +82,24 @@ fn load_chat(
     Ok((runtime, info))
 }
 
-fn serve_chat(mut runtime: ChatRuntime, jobs: flume::Receiver<ChatJob>) {
+fn serve_chat(
+    mut runtime: ChatRuntime,
+    jobs: flume::Receiver<ChatJob>,
+    model: &str,
+    metrics: &Metrics,
+) {
     for job in jobs.iter() {
         if job.cancel.load(Ordering::Relaxed) {
             continue;
         }
+        metrics.model_busy(model, 1);
         let events = job.events.clone();
+        let mut first_text: Option<Instant> = None;
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             let mut emit = |event: GenerationEvent| {
+                if first_text.is_none() && matches!(&event, GenerationEvent::Delta(_)) {
+                    first_text = Some(Instant::now());
+                }
                 let sent = events.send(Ok(event)).is_ok();
                 if !sent {
                     job.cancel.store(true, Ordering::Relaxed);
@@ -101,6 +117,10 @@ fn serve_chat(mut runtime: ChatRuntime, jobs: flume::Receiver<ChatJob>) {
                 ))
             }
         };
+        metrics.model_busy(model, -1);
+        if let Ok(summary) = &result {
+            metrics.generation(model, &report(summary, job.submitted, first_text));
+        }
         let _ = match result {
             Ok(summary) => job.events.send(Ok(GenerationEvent::Done(summary))),
             Err(err) => job.events.send(Err(err)),
@@ -108,8 +128,28 @@ fn serve_chat(mut runtime: ChatRuntime, jobs: flume::Receiver<ChatJob>) {
     }
 }
 
+/// What a finished generation tells the metrics.
+fn report(
+    summary: &GenerationSummary,
+    submitted: Instant,
+    first_text: Option<Instant>,
+) -> GenerationReport {
+    let decode_secs = summary.decode_ms / 1000.0;
+    GenerationReport {
+        prompt_tokens: summary.prompt_tokens as u64,
+        generated_tokens: summary.completion_tokens as u64,
+        time_to_first_token: first_text.map(|at| at.saturating_duration_since(submitted)),
+        decode_tokens_per_sec: (summary.completion_tokens > 0 && decode_secs > 0.0)
+            .then(|| summary.completion_tokens as f64 / decode_secs),
+    }
+}
+
 /// Loads an embedding model on a new thread and returns its handle once it is ready.
-pub fn spawn_embed(spec: &ModelSpec, config: &EngineConfig) -> Result<EmbedModelHandle> {
+pub fn spawn_embed(
+    spec: &ModelSpec,
+    config: &EngineConfig,
+    metrics: Arc<Metrics>,
+) -> Result<EmbedModelHandle> {
     let (queue, jobs) = flume::bounded::<EmbedJob>(config.queue_depth);
     let (ready, ready_rx) = flume::bounded(1);
     let spec = spec.clone();
@@ -127,7 +167,7 @@ pub fn spawn_embed(spec: &ModelSpec, config: &EngineConfig) -> Result<EmbedModel
                         dimensions: Some(embedder.dimensions),
                     };
                     let _ = ready.send(Ok(info));
-                    serve_embed(embedder, jobs);
+                    serve_embed(embedder, jobs, &spec.id, &metrics);
                 }
                 Err(err) => {
                     let _ = ready.send(Err(err));
@@ -141,11 +181,17 @@ pub fn spawn_embed(spec: &ModelSpec, config: &EngineConfig) -> Result<EmbedModel
     Ok(EmbedModelHandle::new(info, queue))
 }
 
-fn serve_embed(embedder: Embedder, jobs: flume::Receiver<EmbedJob>) {
+fn serve_embed(
+    embedder: Embedder,
+    jobs: flume::Receiver<EmbedJob>,
+    model: &str,
+    metrics: &Metrics,
+) {
     for job in jobs.iter() {
         if job.cancel.load(Ordering::Relaxed) {
             continue;
         }
+        metrics.model_busy(model, 1);
         let cancelled = || job.cancel.load(Ordering::Relaxed);
         let result = catch_unwind(AssertUnwindSafe(|| embedder.embed(&job.inputs, &cancelled)))
             .unwrap_or_else(|_| {
@@ -153,6 +199,7 @@ fn serve_embed(embedder: Embedder, jobs: flume::Receiver<EmbedJob>) {
                     "the embedding thread panicked".into(),
                 ))
             });
+        metrics.model_busy(model, -1);
         let _ = job.reply.send(result);
     }
 }

@@ -10,7 +10,7 @@ use axum::http::{Method, Request, StatusCode};
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
-use super::{router, AppState, HttpLimits, LoginLimiter, SessionConfig};
+use super::{router, AppState, HttpLimits, LoginLimiter, SessionConfig, UserSlots};
 use crate::engine::{Engine, EngineConfig};
 use crate::runs::{EventBus, RunService};
 use crate::store::{AccessControl, Accounts, Audit, Role, Store};
@@ -61,12 +61,17 @@ fn fixture() -> Fixture {
         store: store.clone(),
         sessions: SessionConfig::default(),
         login_limiter: Arc::new(LoginLimiter::default()),
+        v1_slots: Arc::new(UserSlots::new(4)),
         limits: HttpLimits {
             max_body_bytes: 1 << 20,
             max_tokens_cap: 256,
             max_embedding_inputs: 4,
+            max_v1_requests_per_user: 4,
         },
         alerts: Default::default(),
+        network: Default::default(),
+        metrics: Default::default(),
+        metrics_token: None,
         shutdown: tokio::sync::watch::channel(false).1,
     });
     Fixture {

@@ -14,12 +14,15 @@ use axum::response::Response;
 use super::error::ApiError;
 use super::{blocking, AppState};
 use crate::runs::now_secs;
-use crate::store::{secret_matches_hash, Accounts, Role, User};
+use crate::store::{secret_matches_hash, Accounts, AuditOutcome, Role, User};
 
 /// The HttpOnly cookie holding the session id.
 pub const SESSION_COOKIE: &str = "warden_session";
 /// The cookie the page reads and echoes in `X-CSRF-Token`.
 pub const CSRF_COOKIE: &str = "warden_csrf";
+/// The prefix browsers reserve for cookies set `Secure`, with `Path=/` and no `Domain`:
+/// such a cookie cannot be planted by a sibling host or over plain HTTP.
+pub const HOST_PREFIX: &str = "__Host-";
 /// The header carrying the CSRF token.
 pub const CSRF_HEADER: &str = "x-csrf-token";
 
@@ -107,22 +110,40 @@ pub async fn require_caller(
     next: Next,
 ) -> Result<Response, ApiError> {
     let writes = !is_safe(request.method());
+    let target = format!("{} {}", request.method(), request.uri().path());
     if writes {
-        refuse_cross_site(request.headers())?;
+        if let Err(refused) = refuse_cross_site(request.headers()) {
+            audit_refusal(&state, UNAUTHENTICATED_ACTOR, "auth.cross_site", &target).await;
+            return Err(refused);
+        }
     }
     let caller = authenticate(&state, request.headers()).await?;
     if writes {
         if let Credential::Session { csrf_hash } = &caller.via {
             let presented = header_str(request.headers(), CSRF_HEADER).unwrap_or("");
             if presented.is_empty() || !secret_matches_hash(csrf_hash, presented) {
+                audit_refusal(&state, &caller.user.name, "auth.csrf", &target).await;
                 return Err(ApiError::Forbidden(
                     "missing or wrong X-CSRF-Token header".to_owned(),
                 ));
             }
         }
     }
+    let name = caller.user.name.clone();
     request.extensions_mut().insert(caller);
-    Ok(next.run(request).await)
+    let response = next.run(request).await;
+    if response.status() == axum::http::StatusCode::FORBIDDEN {
+        audit_refusal(&state, &name, "auth.forbidden", &target).await;
+    }
+    Ok(response)
+}
+
+/// The audit actor of a refused request whose sender is not known.
+pub const UNAUTHENTICATED_ACTOR: &str = "(unauthenticated)";
+
+/// Records a refused request (403) in the audit log.
+pub async fn audit_refusal(state: &AppState, actor: &str, action: &str, target: &str) {
+    super::session::audit(state, actor, action, Some(target), AuditOutcome::Denied).await;
 }
 
 /// The caller behind the request's bearer token or session cookie; `Unauthorized` if
@@ -144,7 +165,8 @@ pub async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Calle
             })
             .ok_or(ApiError::Unauthorized);
     }
-    let session_id = cookie(headers, SESSION_COOKIE).ok_or(ApiError::Unauthorized)?;
+    let session_id =
+        cookie(headers, &state.sessions.session_cookie()).ok_or(ApiError::Unauthorized)?;
     let found = blocking(move || Ok(store.session_user(&session_id, now_secs())?)).await?;
     let (user, csrf_hash) = found.ok_or(ApiError::Unauthorized)?;
     Ok(Caller {

@@ -14,16 +14,21 @@ use serde_json::json;
 
 use super::auth::{Caller, Permission};
 use super::error::ApiError;
-use super::json::{ApiJson, ApiPath};
+use super::json::{ApiJson, ApiPath, ApiQuery};
 use super::session::audit;
 use super::{blocking, AppState};
 use crate::runs::now_secs;
-use crate::store::{AuditOutcome, Conversation, Conversations, Message};
+use crate::store::{
+    AuditOutcome, Conversation, ConversationCursor, Conversations, Message,
+    MAX_CONVERSATIONS_PER_PAGE,
+};
 
 /// Longest conversation title, in characters.
 pub const MAX_TITLE_CHARS: usize = 200;
 /// Longest message, in characters.
 pub const MAX_MESSAGE_CHARS: usize = 32_000;
+/// Conversations one page holds when the request does not say.
+const DEFAULT_PAGE: u32 = 50;
 /// The title of a conversation created without one.
 const DEFAULT_TITLE: &str = "New chat";
 
@@ -82,13 +87,40 @@ async fn create(
     Ok((StatusCode::CREATED, Json(conversation_json(&conversation))).into_response())
 }
 
-async fn list(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
+/// `?limit=N&before=CURSOR`: one page, most recently updated first; each page names the
+/// `next_before` cursor of the older page, or null on the last one.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    limit: Option<u32>,
+    before: Option<String>,
+}
+
+async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(query): ApiQuery<ListQuery>,
+) -> Result<Response, ApiError> {
     caller.require(Permission::Chat)?;
+    let limit = query.limit.unwrap_or(DEFAULT_PAGE);
+    if limit == 0 || limit > MAX_CONVERSATIONS_PER_PAGE {
+        return Err(ApiError::invalid(
+            "limit",
+            format!("limit must be between 1 and {MAX_CONVERSATIONS_PER_PAGE}"),
+        ));
+    }
+    let before = match query.before.as_deref() {
+        None => None,
+        Some(text) => Some(ConversationCursor::parse(text).ok_or_else(|| {
+            ApiError::invalid("before", "before must be a `next_before` value from a page")
+        })?),
+    };
     let store = state.store.clone();
     let owner = caller.user.id;
-    let conversations = blocking(move || Ok(store.conversations(owner)?)).await?;
-    let items: Vec<_> = conversations.iter().map(conversation_json).collect();
-    Ok(Json(json!({ "conversations": items })).into_response())
+    let page = blocking(move || Ok(store.conversations(owner, limit, before.as_ref())?)).await?;
+    let items: Vec<_> = page.conversations.iter().map(conversation_json).collect();
+    let next_before = page.next_before.map(|cursor| cursor.to_string());
+    Ok(Json(json!({ "conversations": items, "next_before": next_before })).into_response())
 }
 
 async fn read(

@@ -64,6 +64,14 @@ pub enum ApiError {
     TooManyRequests {
         retry_after_secs: u64,
     },
+    /// A per-user allowance is used up (concurrent `/v1` requests); retry after this many
+    /// seconds.
+    QuotaExceeded {
+        message: String,
+        retry_after_secs: u64,
+    },
+    /// The request's `Host` is not one this server answers to (DNS rebinding): 421.
+    HostNotAllowed(String),
     /// The request conflicts with the object's state (a duplicate, an ended run, …).
     Conflict(String),
     /// A cancel for a knowledge base that is not being synced.
@@ -179,6 +187,16 @@ impl ApiError {
                     None,
                 )
             },
+            ApiError::QuotaExceeded {
+                message,
+                retry_after_secs,
+            } => quota_exceeded(message, *retry_after_secs),
+            ApiError::HostNotAllowed(message) => ErrorParts::client(
+                StatusCode::MISDIRECTED_REQUEST,
+                "host_not_allowed",
+                message,
+                None,
+            ),
             ApiError::Conflict(message) => {
                 ErrorParts::client(StatusCode::CONFLICT, "conflict", message, None)
             }
@@ -199,6 +217,23 @@ impl ApiError {
             ),
             ApiError::Store(err) => store_error_parts(err),
         }
+    }
+}
+
+/// Seconds a client whose queue allowance is used up is told to wait: about one short
+/// answer.
+const QUEUE_RETRY_AFTER_SECS: u64 = 10;
+
+/// 429 `quota_exceeded` with `Retry-After`.
+fn quota_exceeded(message: &str, retry_after_secs: u64) -> ErrorParts {
+    ErrorParts {
+        retry_after: Some(retry_after_secs),
+        ..ErrorParts::client(
+            StatusCode::TOO_MANY_REQUESTS,
+            "quota_exceeded",
+            message,
+            None,
+        )
     }
 }
 
@@ -223,6 +258,7 @@ fn store_error_parts(err: &StoreError) -> ErrorParts {
         StoreError::Mismatch(message) => {
             ErrorParts::client(StatusCode::UNPROCESSABLE_ENTITY, "mismatch", message, None)
         }
+        StoreError::QuotaExceeded(message) => quota_exceeded(message, QUEUE_RETRY_AFTER_SECS),
         StoreError::Open { .. }
         | StoreError::Migration { .. }
         | StoreError::TooNew { .. }
@@ -592,6 +628,12 @@ mod tests {
             422,
             client,
             "mismatch",
+        );
+        check(
+            StoreError::QuotaExceeded("8 waiting".into()).into(),
+            429,
+            client,
+            "quota_exceeded",
         );
         let body = check(
             StoreError::Corrupt("secret detail".into()).into(),

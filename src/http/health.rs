@@ -1,32 +1,53 @@
-//! `GET /healthz`: which models are loaded and which failed to load. Cheap by design: it
-//! reads the engine's model list and never waits on a model thread, so it answers at once
-//! even while every model is busy.
+//! `GET /healthz`: whether the server is up, and for signed-in callers which models are
+//! loaded; administrators also see which failed to load, with their paths and errors.
+//! Anonymous callers (load balancers, probes) get the status only, so the endpoint tells a
+//! stranger nothing about the host. Cheap by design: it reads the engine's model list and
+//! never waits on a model thread, so it answers at once even while every model is busy.
 
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::Json;
 use serde::Serialize;
 
+use super::auth::authenticate;
 use super::AppState;
 use crate::engine::LoadFailure;
+use crate::store::Role;
 
 #[derive(Debug, Serialize)]
 pub(super) struct Health {
     status: &'static str,
-    models: Vec<String>,
-    failed_models: Vec<LoadFailure>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    models: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failed_models: Option<Vec<LoadFailure>>,
 }
 
-pub(super) async fn healthz(State(state): State<AppState>) -> Json<Health> {
-    let models = state
-        .engine
-        .models()
-        .into_iter()
-        .map(|model| model.id)
-        .collect();
-    let failed_models = state.engine.failures().to_vec();
-    Json(Health {
+pub(super) async fn healthz(State(state): State<AppState>, headers: HeaderMap) -> Json<Health> {
+    let mut health = Health {
         status: "ok",
-        models,
-        failed_models,
-    })
+        models: None,
+        failed_models: None,
+    };
+    // Only a request that presents credentials costs a look-up.
+    let presents_credentials = headers.contains_key(axum::http::header::AUTHORIZATION)
+        || headers.contains_key(axum::http::header::COOKIE);
+    if !presents_credentials {
+        return Json(health);
+    }
+    let Ok(caller) = authenticate(&state, &headers).await else {
+        return Json(health);
+    };
+    health.models = Some(
+        state
+            .engine
+            .models()
+            .into_iter()
+            .map(|model| model.id)
+            .collect(),
+    );
+    if caller.user.role == Role::Admin {
+        health.failed_models = Some(state.engine.failures().to_vec());
+    }
+    Json(health)
 }

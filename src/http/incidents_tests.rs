@@ -10,7 +10,7 @@ use axum::http::{HeaderMap, Method, Request, StatusCode};
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
-use super::{router, AlertWebhook, AppState, HttpLimits, LoginLimiter, SessionConfig};
+use super::{router, AlertWebhook, AppState, HttpLimits, LoginLimiter, SessionConfig, UserSlots};
 use crate::config::AlertFlags;
 use crate::engine::{Engine, EngineConfig};
 use crate::runs::{now_secs, EventBus, RunService};
@@ -94,12 +94,17 @@ impl Fixture {
             store: self.store.clone(),
             sessions: SessionConfig::default(),
             login_limiter: Arc::new(LoginLimiter::default()),
+            v1_slots: Arc::new(UserSlots::new(4)),
             limits: HttpLimits {
                 max_body_bytes: 4 << 20,
                 max_tokens_cap: 256,
                 max_embedding_inputs: 4,
+                max_v1_requests_per_user: 4,
             },
             alerts,
+            network: Default::default(),
+            metrics: Default::default(),
+            metrics_token: None,
             shutdown: tokio::sync::watch::channel(false).1,
         })
     }

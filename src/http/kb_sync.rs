@@ -60,7 +60,9 @@ pub(super) async fn sync(
     let (sender, receiver) = tokio::sync::mpsc::channel::<Event>(PROGRESS_BUFFER);
     let store = state.store.clone();
     let actor = caller.user.name.clone();
+    let metrics = state.metrics.clone();
     tokio::task::spawn_blocking(move || {
+        let started = std::time::Instant::now();
         let result = library.run_sync(&ticket, &mut |progress: Progress| {
             if let Ok(event) = progress_event(&progress, full_report) {
                 let _ = sender.try_send(event);
@@ -69,6 +71,8 @@ pub(super) async fn sync(
         // Free the knowledge base before anyone hears that the sync ended.
         drop(ticket);
         let (outcome, detail) = audit_of(&result);
+        let result_name = detail["result"].as_str().unwrap_or("failed");
+        metrics.kb_sync(&name, result_name, started.elapsed());
         write_audit(&store, &actor, &name, outcome, &detail);
         if let Ok(event) = final_event(&name, result, full_report) {
             let _ = sender.blocking_send(event);
@@ -131,7 +135,12 @@ fn final_event(
             "message": "the sync was cancelled: batches already committed stay; the next sync does the rest",
         })),
         Err(err) => {
-            let (_, body) = ApiError::from(err).render();
+            let (_, mut body) = ApiError::from(err).render();
+            if !full_report {
+                if let Some(message) = body["error"]["message"].as_str() {
+                    body["error"]["message"] = crate::public_text::without_paths(message).into();
+                }
+            }
             Event::default().event("failed").json_data(body)
         }
     }

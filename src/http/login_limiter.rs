@@ -1,72 +1,178 @@
-//! Login rate limiting: at most `MAX_FAILURES` attempts that did not succeed within `WINDOW`
-//! for one user name or one client address; further attempts are refused until the window
-//! ends. An attempt is counted when it starts (atomically with the check, so parallel
-//! attempts cannot slip through) and given back when it succeeds. At most
-//! `MAX_CONCURRENT_CHECKS` password checks (argon2: memory-hard) run at once. In memory (a
-//! restart forgets), bounded (old windows are pruned).
+//! Login rate limiting that slows guessing without letting a stranger lock out the real
+//! user. Three counts, each of attempts that did not succeed:
+//! - per name *and* address: `MAX_PAIR_FAILURES` within `WINDOW`, then that address is
+//!   refused for that name until the window ends;
+//! - per address: `MAX_ADDRESS_FAILURES` within `WINDOW` (one address spraying many names),
+//!   then that address is refused;
+//! - per name: after `FREE_NAME_FAILURES` within `NAME_WINDOW` from all addresses together,
+//!   an attempt from an address that has failed before must wait a backoff that doubles with
+//!   each further failure (at most `MAX_NAME_BACKOFF`). An address with no failures is never
+//!   delayed by the name's count, so the real user signs in while someone else guesses.
+//!
+//! An attempt is counted when it starts (atomically with the check, so parallel attempts
+//! cannot slip through) and given back when it succeeds or when it was refused because too
+//! many password checks were running. At most `MAX_CONCURRENT_CHECKS` password checks
+//! (argon2: memory-hard) run at once. In memory (a restart forgets), bounded (expired counts
+//! are pruned).
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// Failed attempts allowed per key and window.
-pub const MAX_FAILURES: u32 = 5;
-/// The window failures are counted in.
+/// Failed attempts allowed per name and address within `WINDOW`.
+pub const MAX_PAIR_FAILURES: u32 = 5;
+/// Failed attempts allowed per address (all names) within `WINDOW`.
+pub const MAX_ADDRESS_FAILURES: u32 = 30;
+/// The window the pair and address counts are kept for.
 pub const WINDOW: Duration = Duration::from_secs(60);
+/// Failed attempts for one name (all addresses) before the backoff starts.
+pub const FREE_NAME_FAILURES: u32 = 10;
+/// The window a name's failures are kept for.
+pub const NAME_WINDOW: Duration = Duration::from_secs(15 * 60);
+/// The longest backoff a name's failures impose.
+pub const MAX_NAME_BACKOFF: Duration = Duration::from_secs(300);
 /// Password checks allowed to run at the same time.
 pub const MAX_CONCURRENT_CHECKS: usize = 4;
-/// Keys kept before old windows are pruned.
+/// Entries kept before expired ones are pruned.
 const PRUNE_ABOVE: usize = 10_000;
 
+/// Who is trying: the (lower-cased) name and the client address, when known.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LoginKey {
+    pub name: String,
+    pub address: Option<IpAddr>,
+}
+
+impl LoginKey {
+    pub fn new(name: &str, address: Option<IpAddr>) -> Self {
+        Self {
+            name: name.to_lowercase(),
+            address,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    started: Instant,
+    count: u32,
+}
+
+impl Window {
+    fn current(&mut self, now: Instant, length: Duration) -> &mut Self {
+        if now.saturating_duration_since(self.started) >= length {
+            *self = Window {
+                started: now,
+                count: 0,
+            };
+        }
+        self
+    }
+
+    fn expired(&self, now: Instant, length: Duration) -> bool {
+        now.saturating_duration_since(self.started) >= length
+    }
+
+    /// Seconds until the window ends (at least 1).
+    fn retry_after(&self, now: Instant, length: Duration) -> u64 {
+        let left = length.saturating_sub(now.saturating_duration_since(self.started));
+        left.as_secs().max(1)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct NameRecord {
+    window: Window,
+    last_failure: Instant,
+}
+
+#[derive(Default)]
+struct Counts {
+    pairs: HashMap<LoginKey, Window>,
+    addresses: HashMap<Option<IpAddr>, Window>,
+    names: HashMap<String, NameRecord>,
+}
+
 pub struct LoginLimiter {
-    windows: Mutex<HashMap<String, (Instant, u32)>>,
+    counts: Mutex<Counts>,
     checks: tokio::sync::Semaphore,
 }
 
 impl Default for LoginLimiter {
     fn default() -> Self {
         Self {
-            windows: Mutex::default(),
+            counts: Mutex::default(),
             checks: tokio::sync::Semaphore::new(MAX_CONCURRENT_CHECKS),
         }
     }
 }
 
 impl LoginLimiter {
-    /// Starts an attempt: `Err(seconds to wait)` when any key is locked out, otherwise the
-    /// attempt is counted against every key.
-    pub fn attempt(&self, keys: &[String], now: Instant) -> Result<(), u64> {
-        let mut windows = self.lock();
-        if windows.len() > PRUNE_ABOVE {
-            windows.retain(|_, (started, _)| now.saturating_duration_since(*started) < WINDOW);
+    /// Starts an attempt: `Err(seconds to wait)` when it is refused, otherwise it is
+    /// counted (as a failure until `succeeded` or `not_checked` gives it back).
+    pub fn attempt(&self, key: &LoginKey, now: Instant) -> Result<(), u64> {
+        let mut counts = self.lock();
+        prune(&mut counts, now);
+        let start = Window {
+            started: now,
+            count: 0,
+        };
+        let pair = *counts
+            .pairs
+            .entry(key.clone())
+            .or_insert(start)
+            .current(now, WINDOW);
+        if pair.count >= MAX_PAIR_FAILURES {
+            return Err(pair.retry_after(now, WINDOW));
         }
-        for key in keys {
-            if let Some((started, attempts)) = windows.get(key) {
-                let elapsed = now.saturating_duration_since(*started);
-                if *attempts >= MAX_FAILURES && elapsed < WINDOW {
-                    return Err((WINDOW - elapsed).as_secs().max(1));
+        let address = *counts
+            .addresses
+            .entry(key.address)
+            .or_insert(start)
+            .current(now, WINDOW);
+        if address.count >= MAX_ADDRESS_FAILURES {
+            return Err(address.retry_after(now, WINDOW));
+        }
+        // The name's backoff holds back only addresses that have failed before.
+        let address_has_failed = address.count > 0 || pair.count > 0;
+        if let Some(record) = counts.names.get_mut(&key.name) {
+            let failures = record.window.current(now, NAME_WINDOW).count;
+            if address_has_failed && failures >= FREE_NAME_FAILURES {
+                let wait = backoff(failures);
+                let since = now.saturating_duration_since(record.last_failure);
+                if since < wait {
+                    return Err((wait - since).as_secs().max(1));
                 }
             }
         }
-        for key in keys {
-            let entry = windows.entry(key.clone()).or_insert((now, 0));
-            if now.saturating_duration_since(entry.0) >= WINDOW {
-                *entry = (now, 0);
-            }
-            entry.1 += 1;
+        if let Some(pair) = counts.pairs.get_mut(key) {
+            pair.count += 1;
         }
+        if let Some(address) = counts.addresses.get_mut(&key.address) {
+            address.count += 1;
+        }
+        let record = counts.names.entry(key.name.clone()).or_insert(NameRecord {
+            window: start,
+            last_failure: now,
+        });
+        record.window.current(now, NAME_WINDOW).count += 1;
+        record.last_failure = now;
         Ok(())
     }
 
-    /// A successful attempt is given back to every key, and the user name's count cleared.
-    pub fn succeeded(&self, keys: &[String], user_key: &str) {
-        let mut windows = self.lock();
-        for key in keys {
-            if let Some(entry) = windows.get_mut(key) {
-                entry.1 = entry.1.saturating_sub(1);
-            }
-        }
-        windows.remove(user_key);
+    /// A successful sign-in: its attempt is given back and the name and address pair
+    /// starts afresh.
+    pub fn succeeded(&self, key: &LoginKey) {
+        let mut counts = self.lock();
+        give_back(&mut counts, key);
+        counts.pairs.remove(key);
+    }
+
+    /// An attempt refused before its password was checked (too many checks running): it
+    /// does not count as a failure.
+    pub fn not_checked(&self, key: &LoginKey) {
+        give_back(&mut self.lock(), key);
     }
 
     /// A permit to run one password check, or `None` when too many run already.
@@ -74,44 +180,141 @@ impl LoginLimiter {
         self.checks.try_acquire().ok()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Instant, u32)>> {
-        self.windows
+    fn lock(&self) -> std::sync::MutexGuard<'_, Counts> {
+        self.counts
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+}
+
+/// The wait a name's `failures` impose: 1 s at `FREE_NAME_FAILURES`, doubling after.
+fn backoff(failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(FREE_NAME_FAILURES).min(16);
+    Duration::from_secs(1u64 << doublings).min(MAX_NAME_BACKOFF)
+}
+
+fn give_back(counts: &mut Counts, key: &LoginKey) {
+    if let Some(pair) = counts.pairs.get_mut(key) {
+        pair.count = pair.count.saturating_sub(1);
+    }
+    if let Some(address) = counts.addresses.get_mut(&key.address) {
+        address.count = address.count.saturating_sub(1);
+    }
+    if let Some(record) = counts.names.get_mut(&key.name) {
+        record.window.count = record.window.count.saturating_sub(1);
+    }
+}
+
+fn prune(counts: &mut Counts, now: Instant) {
+    if counts.pairs.len() + counts.addresses.len() + counts.names.len() <= PRUNE_ABOVE {
+        return;
+    }
+    counts.pairs.retain(|_, w| !w.expired(now, WINDOW));
+    counts.addresses.retain(|_, w| !w.expired(now, WINDOW));
+    counts
+        .names
+        .retain(|_, r| !r.window.expired(now, NAME_WINDOW));
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn locks_out_after_the_limit_until_the_window_ends() {
-        let limiter = LoginLimiter::default();
-        let keys = vec!["user:alice".to_owned(), "ip:10.0.0.1".to_owned()];
-        let start = Instant::now();
-        // Attempts are counted when they start: parallel ones cannot slip through.
-        for _ in 0..MAX_FAILURES {
-            assert!(limiter.attempt(&keys, start).is_ok());
-        }
-        let later = start + Duration::from_secs(10);
-        assert_eq!(limiter.attempt(&keys, later), Err(50));
-        // Another name from the same address is locked out too; another address is not.
-        let same_address = ["user:bob".to_owned(), "ip:10.0.0.1".to_owned()];
-        assert!(limiter.attempt(&same_address, start).is_err());
-        let other_address = ["user:bob".to_owned(), "ip:10.0.0.2".to_owned()];
-        assert!(limiter.attempt(&other_address, start).is_ok());
-        assert!(limiter.attempt(&keys, start + WINDOW).is_ok());
+    fn key(name: &str, address: &str) -> LoginKey {
+        LoginKey::new(name, Some(address.parse().unwrap()))
     }
 
     #[test]
-    fn a_success_gives_its_attempt_back() {
+    fn one_address_is_refused_for_a_name_after_the_limit_until_the_window_ends() {
         let limiter = LoginLimiter::default();
-        let keys = vec!["user:alice".to_owned(), "ip:10.0.0.1".to_owned()];
+        let guesser = key("alice", "10.0.0.1");
+        let start = Instant::now();
+        // Attempts are counted when they start: parallel ones cannot slip through.
+        for _ in 0..MAX_PAIR_FAILURES {
+            assert!(limiter.attempt(&guesser, start).is_ok());
+        }
+        let later = start + Duration::from_secs(10);
+        assert_eq!(limiter.attempt(&guesser, later), Err(50));
+        // The same address may still try another name; another address the same name.
+        assert!(limiter.attempt(&key("bob", "10.0.0.1"), later).is_ok());
+        assert!(limiter.attempt(&key("alice", "10.0.0.2"), later).is_ok());
+        assert!(limiter.attempt(&guesser, start + WINDOW).is_ok());
+    }
+
+    #[test]
+    fn a_stranger_guessing_cannot_lock_out_the_real_user() {
+        let limiter = LoginLimiter::default();
+        let start = Instant::now();
+        // Many addresses guess Alice's password, far past every limit.
+        let mut refused = 0;
+        for n in 0..200u32 {
+            let guesser = key("Alice", &format!("10.1.{}.{}", n / 250, n % 250));
+            for _ in 0..MAX_PAIR_FAILURES + 1 {
+                if limiter
+                    .attempt(&guesser, start + Duration::from_millis(u64::from(n)))
+                    .is_err()
+                {
+                    refused += 1;
+                }
+            }
+        }
+        assert!(refused > 0, "the guessing was never slowed");
+        // Alice, from an address that has not failed, signs in at once.
+        let alice = key("alice", "192.168.7.7");
+        let now = start + Duration::from_secs(1);
+        assert_eq!(limiter.attempt(&alice, now), Ok(()));
+        limiter.succeeded(&alice);
+        assert_eq!(limiter.attempt(&alice, now), Ok(()));
+    }
+
+    #[test]
+    fn a_name_under_attack_slows_addresses_that_failed_before() {
+        let limiter = LoginLimiter::default();
+        let start = Instant::now();
+        for n in 0..FREE_NAME_FAILURES + 3 {
+            let guesser = key("carol", &format!("10.2.0.{n}"));
+            assert!(limiter.attempt(&guesser, start).is_ok());
+        }
+        // An address that failed once waits the name's backoff, even for its second try.
+        let again = key("carol", "10.2.0.1");
+        let wait = limiter
+            .attempt(&again, start + Duration::from_secs(1))
+            .unwrap_err();
+        assert_eq!(wait, backoff(FREE_NAME_FAILURES + 3).as_secs() - 1);
+        assert!(limiter
+            .attempt(&again, start + backoff(FREE_NAME_FAILURES + 3))
+            .is_ok());
+        // The backoff is bounded and doubles.
+        assert_eq!(backoff(FREE_NAME_FAILURES), Duration::from_secs(1));
+        assert_eq!(backoff(FREE_NAME_FAILURES + 2), Duration::from_secs(4));
+        assert_eq!(backoff(u32::MAX), MAX_NAME_BACKOFF);
+    }
+
+    #[test]
+    fn one_address_spraying_names_is_refused() {
+        let limiter = LoginLimiter::default();
         let now = Instant::now();
-        for _ in 0..MAX_FAILURES * 2 {
-            assert!(limiter.attempt(&keys, now).is_ok());
-            limiter.succeeded(&keys, "user:alice");
+        for n in 0..MAX_ADDRESS_FAILURES {
+            assert!(limiter
+                .attempt(&key(&format!("user{n}"), "10.3.0.1"), now)
+                .is_ok());
+        }
+        assert!(limiter.attempt(&key("someone", "10.3.0.1"), now).is_err());
+        assert!(limiter.attempt(&key("someone", "10.3.0.2"), now).is_ok());
+    }
+
+    #[test]
+    fn successes_and_unchecked_attempts_are_given_back() {
+        let limiter = LoginLimiter::default();
+        let alice = key("alice", "10.0.0.1");
+        let now = Instant::now();
+        for _ in 0..MAX_PAIR_FAILURES * 2 {
+            assert!(limiter.attempt(&alice, now).is_ok());
+            limiter.succeeded(&alice);
+        }
+        for _ in 0..MAX_PAIR_FAILURES * 2 {
+            assert!(limiter.attempt(&alice, now).is_ok());
+            limiter.not_checked(&alice);
         }
     }
 

@@ -16,6 +16,7 @@ mod diagnostics;
 mod error;
 mod groups;
 mod health;
+mod host_check;
 mod incidents;
 #[cfg(test)]
 mod incidents_tests;
@@ -24,35 +25,41 @@ mod kb;
 mod kb_access;
 mod kb_sync;
 pub(crate) mod login_limiter;
+mod metrics;
+mod network;
+mod observe;
 mod openai;
 mod runs;
 mod session;
 #[cfg(test)]
 mod tests;
 mod tokens;
+mod user_slots;
 mod users;
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Instant;
 
-use axum::extract::{DefaultBodyLimit, Request};
-use axum::middleware::{self, Next};
-use axum::response::Response;
+use axum::extract::DefaultBodyLimit;
+use axum::middleware;
 use axum::routing::get;
 use axum::serve::ListenerExt;
 use axum::Router;
 
 use crate::engine::Engine;
+use crate::metrics::Metrics;
 use crate::retrieval::Library;
 use crate::runs::RunService;
 use crate::store::Store;
 
 pub use assets::CONTENT_SECURITY_POLICY;
 pub use error::ApiError;
+pub use host_check::AllowedHosts;
 pub use incidents::AlertWebhook;
 pub use login_limiter::LoginLimiter;
+pub use network::NetworkPolicy;
 pub use session::SessionConfig;
+pub use user_slots::UserSlots;
 
 /// Everything a request handler may use. Cheap to clone: `Arc`s and a few numbers.
 #[derive(Clone)]
@@ -65,8 +72,15 @@ pub struct AppState {
     pub sessions: SessionConfig,
     pub login_limiter: Arc<LoginLimiter>,
     pub limits: HttpLimits,
+    /// Each user's concurrent `/v1` requests (`limits.max_v1_requests_per_user` each).
+    pub v1_slots: Arc<UserSlots>,
     /// The Alertmanager webhook's token (off without `--alert-token`).
     pub alerts: AlertWebhook,
+    /// Host names answered and the trusted reverse proxy.
+    pub network: NetworkPolicy,
+    pub metrics: Arc<Metrics>,
+    /// The token Prometheus presents for `/metrics` (admins' API tokens work too).
+    pub metrics_token: Option<Arc<str>>,
     /// Becomes `true` when the server shuts down: open event streams end then, so a
     /// graceful shutdown does not wait for runs to finish.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
@@ -86,10 +100,13 @@ pub(crate) async fn shutting_down(shutdown: &mut tokio::sync::watch::Receiver<bo
 pub struct HttpLimits {
     /// Largest request body accepted; larger ones get 413.
     pub max_body_bytes: usize,
-    /// Largest `max_tokens` / `max_completion_tokens` a chat request may ask for.
+    /// Largest `max_tokens` / `max_completion_tokens` a chat request may ask for, and what
+    /// a request that names neither gets: the server's answer cap.
     pub max_tokens_cap: usize,
     /// Most inputs one embeddings request may carry.
     pub max_embedding_inputs: usize,
+    /// Most `/v1` requests one user may have in progress at once.
+    pub max_v1_requests_per_user: usize,
 }
 
 /// The whole HTTP API. Tests can drive it with `tower::ServiceExt::oneshot`, no socket.
@@ -97,7 +114,10 @@ pub struct HttpLimits {
 pub fn router(state: AppState) -> Router {
     let body_limit = DefaultBodyLimit::max(state.limits.max_body_bytes);
     let protected = Router::new()
-        .merge(openai::routes())
+        .merge(openai::routes().route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            user_slots::limit_per_user,
+        )))
         .merge(kb::routes())
         .merge(session::routes())
         .merge(conversations::routes())
@@ -115,6 +135,7 @@ pub fn router(state: AppState) -> Router {
         ));
     Router::new()
         .route("/healthz", get(health::healthz))
+        .route("/metrics", get(metrics::metrics))
         .merge(session::public_routes())
         .merge(incidents::webhook_routes())
         .merge(assets::routes())
@@ -124,17 +145,31 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(body_limit)
         .layer(middleware::from_fn(assets::security_headers))
-        .layer(middleware::from_fn(log_request))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            host_check::require_allowed_host,
+        ))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            observe::observe_request,
+        ))
         .with_state(state)
 }
 
-/// Runs blocking work (SQLite, retrieval) off the async runtime's worker threads.
+/// Runs blocking work (SQLite, retrieval) off the async runtime's worker threads, in the
+/// request's span and with its trace id as the thread's current one (so the runs and
+/// audit rows it writes carry it).
 pub(crate) async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?
+    let trace = observe::request_trace_id();
+    let span = tracing::Span::current();
+    tokio::task::spawn_blocking(move || {
+        let _entered = span.enter();
+        crate::trace::with_trace_id(trace, work)
+    })
+    .await
+    .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?
 }
 
 /// Serves `router(state)` on `listener` until `shutdown` completes, then stops accepting
@@ -158,15 +193,4 @@ pub async fn serve(
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await
-}
-
-/// Logs one line per request: method, path, status and time to the response head.
-async fn log_request(request: Request, next: Next) -> Response {
-    let method = request.method().clone();
-    let path = request.uri().path().to_owned();
-    let started = Instant::now();
-    let response = next.run(request).await;
-    let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
-    tracing::debug!(%method, %path, status = response.status().as_u16(), elapsed_ms, "request");
-    response
 }

@@ -101,6 +101,7 @@ async fn events(
         page: VecDeque::new(),
         finished: false,
         shutdown: state.shutdown.clone(),
+        _connection: state.metrics.sse_connection(),
     };
     let stream = futures_util::stream::unfold(follower, |mut follower| async move {
         follower
@@ -149,6 +150,8 @@ struct Follower {
     page: VecDeque<Event>,
     finished: bool,
     shutdown: tokio::sync::watch::Receiver<bool>,
+    /// Counts the stream as open in the metrics while it lives.
+    _connection: crate::metrics::SseConnection,
 }
 
 impl Follower {
@@ -223,6 +226,7 @@ fn run_json(run: &Run) -> serde_json::Value {
         "attempts": run.attempts,
         "created_at": run.created_at,
         "updated_at": run.updated_at,
+        "trace_id": run.trace_id,
     })
 }
 

@@ -4,10 +4,9 @@
 //! and ends the one the browser presented; cookies are HttpOnly (session) and
 //! SameSite=Strict (both).
 
-use std::net::SocketAddr;
 use std::time::Instant;
 
-use axum::extract::{ConnectInfo, State};
+use axum::extract::State;
 use axum::http::header::SET_COOKIE;
 use axum::http::{Extensions, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -16,10 +15,12 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::auth::{self, Caller, CSRF_COOKIE, SESSION_COOKIE};
+use super::auth::{self, Caller, CSRF_COOKIE, HOST_PREFIX, SESSION_COOKIE};
 use super::error::ApiError;
 use super::json::ApiJson;
+use super::login_limiter::LoginKey;
 use super::{blocking, AppState};
+use crate::metrics::LoginOutcome;
 use crate::runs::now_secs;
 use crate::store::{
     Accounts, Audit, AuditEntry, AuditOutcome, NewSession, User, MAX_PASSWORD_CHARS,
@@ -50,6 +51,26 @@ pub struct SessionConfig {
     pub absolute_secs: i64,
     /// Add `Secure` to cookies (when Warden is reached over HTTPS through a proxy).
     pub secure_cookies: bool,
+}
+
+impl SessionConfig {
+    /// The session cookie's name: `__Host-` prefixed when cookies are secure.
+    pub fn session_cookie(&self) -> String {
+        self.cookie_name(SESSION_COOKIE)
+    }
+
+    /// The CSRF cookie's name: `__Host-` prefixed when cookies are secure.
+    pub fn csrf_cookie(&self) -> String {
+        self.cookie_name(CSRF_COOKIE)
+    }
+
+    fn cookie_name(&self, name: &str) -> String {
+        if self.secure_cookies {
+            format!("{HOST_PREFIX}{name}")
+        } else {
+            name.to_owned()
+        }
+    }
 }
 
 impl Default for SessionConfig {
@@ -87,7 +108,7 @@ async fn login(
     headers: HeaderMap,
     ApiJson(request): ApiJson<LoginRequest>,
 ) -> Result<Response, ApiError> {
-    auth::refuse_cross_site(&headers)?;
+    refuse_cross_site_audited(&state, &headers, "/api/login").await?;
     // A name no account can have is never looked up, kept or audited as typed.
     let plausible = !request.name.is_empty()
         && request.name.chars().count() <= MAX_USER_NAME_CHARS
@@ -97,16 +118,17 @@ async fn login(
     } else {
         INVALID_NAME.to_owned()
     };
-    let user_key = format!("user:{}", name.to_lowercase());
-    let mut keys = vec![user_key.clone()];
-    if let Some(ConnectInfo(address)) = extensions.get::<ConnectInfo<SocketAddr>>() {
-        keys.push(format!("ip:{}", address.ip()));
-    }
+    let address = state.network.client_address(&extensions, &headers);
+    let key = LoginKey::new(&name, address);
     let limiter = &state.login_limiter;
-    if let Err(retry_after_secs) = limiter.attempt(&keys, Instant::now()) {
+    if let Err(retry_after_secs) = limiter.attempt(&key, Instant::now()) {
+        state.metrics.login(LoginOutcome::Limited);
         return Err(ApiError::TooManyRequests { retry_after_secs });
     }
     let Some(_permit) = limiter.password_check() else {
+        // Busy, not wrong: the attempt does not count against anyone.
+        limiter.not_checked(&key);
+        state.metrics.login(LoginOutcome::Busy);
         return Err(ApiError::TooManyRequests {
             retry_after_secs: 1,
         });
@@ -119,10 +141,12 @@ async fn login(
         None
     };
     let Some(user) = user else {
+        state.metrics.login(LoginOutcome::Failed);
         audit(&state, &name, "auth.login", None, AuditOutcome::Denied).await;
         return Err(ApiError::InvalidCredentials);
     };
-    limiter.succeeded(&keys, &user_key);
+    limiter.succeeded(&key);
+    state.metrics.login(LoginOutcome::Succeeded);
     audit(
         &state,
         &user.name,
@@ -139,7 +163,7 @@ async fn bootstrap(
     headers: HeaderMap,
     ApiJson(request): ApiJson<BootstrapRequest>,
 ) -> Result<Response, ApiError> {
-    auth::refuse_cross_site(&headers)?;
+    refuse_cross_site_audited(&state, &headers, "/api/bootstrap").await?;
     let store = state.store.clone();
     let BootstrapRequest {
         token,
@@ -165,7 +189,7 @@ async fn logout(
     caller: Caller,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    if let Some(session_id) = auth::cookie(&headers, SESSION_COOKIE) {
+    if let Some(session_id) = auth::cookie(&headers, &state.sessions.session_cookie()) {
         let store = state.store.clone();
         blocking(move || Ok(store.delete_session(&session_id)?)).await?;
     }
@@ -182,13 +206,33 @@ async fn logout(
     Ok(response)
 }
 
+/// `refuse_cross_site`, with an audit row for a refusal.
+async fn refuse_cross_site_audited(
+    state: &AppState,
+    headers: &HeaderMap,
+    path: &str,
+) -> Result<(), ApiError> {
+    let refused = auth::refuse_cross_site(headers);
+    if refused.is_err() {
+        let target = format!("POST {path}");
+        auth::audit_refusal(
+            state,
+            auth::UNAUTHENTICATED_ACTOR,
+            "auth.cross_site",
+            &target,
+        )
+        .await;
+    }
+    refused
+}
+
 /// Ends the session the browser presented (if any), creates a fresh one, sets cookies.
 async fn start_session(
     state: &AppState,
     headers: &HeaderMap,
     user: User,
 ) -> Result<Response, ApiError> {
-    let previous = auth::cookie(headers, SESSION_COOKIE);
+    let previous = auth::cookie(headers, &state.sessions.session_cookie());
     let store = state.store.clone();
     let config = state.sessions;
     let user_id = user.id;
@@ -219,9 +263,13 @@ fn set_cookies(response: &mut Response, state: &AppState, session: Option<&NewSe
         ),
         None => ("", "", 0),
     };
+    let (session_name, csrf_name) = (
+        state.sessions.session_cookie(),
+        state.sessions.csrf_cookie(),
+    );
     let cookies = [
-        format!("{SESSION_COOKIE}={session_value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}"),
-        format!("{CSRF_COOKIE}={csrf_value}; Path=/; SameSite=Strict; Max-Age={max_age}{secure}"),
+        format!("{session_name}={session_value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}"),
+        format!("{csrf_name}={csrf_value}; Path=/; SameSite=Strict; Max-Age={max_age}{secure}"),
     ];
     for cookie in cookies {
         if let Ok(value) = HeaderValue::from_str(&cookie) {
@@ -272,5 +320,23 @@ pub(super) async fn audit_with_detail(
     .await;
     if let Err(err) = recorded {
         tracing::error!("cannot write an audit row: {err:?}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secure_cookies_take_the_host_prefix() {
+        let plain = SessionConfig::default();
+        assert_eq!(plain.session_cookie(), "warden_session");
+        assert_eq!(plain.csrf_cookie(), "warden_csrf");
+        let secure = SessionConfig {
+            secure_cookies: true,
+            ..SessionConfig::default()
+        };
+        assert_eq!(secure.session_cookie(), "__Host-warden_session");
+        assert_eq!(secure.csrf_cookie(), "__Host-warden_csrf");
     }
 }

@@ -18,10 +18,12 @@ use super::turn::{
     TurnInput, TurnOutcome, TurnSink, TurnStop,
 };
 use super::{now_secs, Cancellations, RunConfig};
+use crate::metrics::Metrics;
 use crate::store::{
     new_message_id, Accounts, Audit, AuditEntry, AuditOutcome, Conversations, MessageRole, Run,
     RunKind, RunStatus, Runs, Store, StoreError, MAX_EVENTS_PER_READ, SYSTEM_ACTOR,
 };
+use crate::trace::{with_trace_id, TraceId};
 
 /// What every run needs.
 pub(super) struct RunContext {
@@ -30,6 +32,7 @@ pub(super) struct RunContext {
     pub diagnostic: Arc<dyn DiagnosticHandler>,
     pub config: RunConfig,
     pub cancellations: Cancellations,
+    pub metrics: Arc<Metrics>,
 }
 
 impl RunContext {
@@ -48,8 +51,37 @@ fn stop_from(err: StoreError) -> TurnStop {
     }
 }
 
-/// Runs a claimed run to its end.
+/// Runs a claimed run to its end, in a span and with the trace id of the request that
+/// created it (so its log lines and audit rows carry it).
 pub(super) fn execute(context: &RunContext, worker_id: &str, run: Run) {
+    let trace = run.trace_id.as_deref().and_then(TraceId::parse);
+    let span = tracing::info_span!(
+        "run",
+        run_id = %run.id,
+        trace_id = trace.as_ref().map(TraceId::as_str).unwrap_or("")
+    );
+    let _entered = span.enter();
+    with_trace_id(trace, || execute_traced(context, worker_id, run));
+}
+
+fn execute_traced(context: &RunContext, worker_id: &str, run: Run) {
+    let started = Instant::now();
+    if run.attempts > 1 {
+        context.metrics.run_resumed();
+    }
+    let (kind, owner, run_id) = (run.kind, run.owner_id, run.id.clone());
+    run_to_end(context, worker_id, run);
+    let status = context
+        .store()
+        .run(owner, &run_id)
+        .map(|ended| ended.status.as_str())
+        .unwrap_or("unknown");
+    context
+        .metrics
+        .run_finished(kind.as_str(), status, started.elapsed());
+}
+
+fn run_to_end(context: &RunContext, worker_id: &str, run: Run) {
     let mut sink = RunSink {
         context,
         worker_id,
@@ -69,12 +101,17 @@ pub(super) fn execute(context: &RunContext, worker_id: &str, run: Run) {
 
 /// Ends the run `failed` with `reason` and its terminal event (unless it already ended).
 pub(super) fn fail(context: &RunContext, run_id: &str, reason: &str) {
+    // The run's owner reads the reason: internal paths stay in the log only.
+    let public = crate::public_text::without_paths(reason);
+    if public != reason {
+        tracing::warn!(run = %run_id, "run failed: {reason}");
+    }
     let event = RunEvent::Failed {
-        reason: reason.to_owned(),
+        reason: public.clone(),
     };
     match context
         .log
-        .finish(run_id, RunStatus::Failed, Some(reason), &event)
+        .finish(run_id, RunStatus::Failed, Some(&public), &event)
     {
         Ok(true) => audit_finish(context, run_id, AuditOutcome::Failure, "failed"),
         Ok(false) => {}

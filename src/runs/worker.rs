@@ -12,6 +12,7 @@ use super::executor::{self, RunContext};
 use super::{
     now_secs, Cancellations, DiagnosticHandler, EventBus, EventLog, RunConfig, TurnHandler,
 };
+use crate::metrics::Metrics;
 use crate::store::{Runs, Store, StoreError};
 
 /// How long an idle worker sleeps before looking at the queue again without a wake-up.
@@ -34,6 +35,7 @@ impl RunWorkers {
         diagnostic: Arc<dyn DiagnosticHandler>,
         bus: EventBus,
         config: RunConfig,
+        metrics: Arc<Metrics>,
     ) -> Result<(Self, Vec<String>), StoreError> {
         let recovered = store.reclaim_expired(i64::MAX)?;
         let workers = config.workers.max(1);
@@ -46,6 +48,7 @@ impl RunWorkers {
             diagnostic,
             config,
             cancellations: cancellations.clone(),
+            metrics,
         });
         for index in 0..workers {
             let worker_id = format!("pid{}-w{index}", std::process::id());

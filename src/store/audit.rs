@@ -6,6 +6,7 @@ use rusqlite::{params, Row};
 
 use super::text_enum::text_enum;
 use super::{Result, Store, StoreError};
+use crate::trace::current_trace_id;
 
 /// The actor recorded for actions Warden takes by itself.
 pub const SYSTEM_ACTOR: &str = "system";
@@ -51,6 +52,8 @@ pub struct AuditRow {
     pub target: Option<String>,
     pub outcome: AuditOutcome,
     pub detail: Option<serde_json::Value>,
+    /// The trace id of the request or run the row was written for.
+    pub trace_id: Option<String>,
 }
 
 /// Which audit rows to read: every field that is set must match.
@@ -95,18 +98,17 @@ impl Audit for Store {
             ));
         }
         let detail = entry.detail.map(serde_json::Value::to_string);
+        // Names and targets are often typed by users: no control or layout character is
+        // stored as itself, so nothing can forge a line in `warden audit tail`.
+        let actor = escape_untrusted(entry.actor);
+        let action = escape_untrusted(entry.action);
+        let target = entry.target.map(escape_untrusted);
+        let trace_id = current_trace_id();
         self.write(|t| {
             t.execute(
-                "INSERT INTO audit (at, actor, action, target, outcome, detail)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![
-                    now,
-                    entry.actor,
-                    entry.action,
-                    entry.target,
-                    entry.outcome,
-                    detail
-                ],
+                "INSERT INTO audit (at, actor, action, target, outcome, detail, trace_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![now, actor, action, target, entry.outcome, detail, trace_id],
             )?;
             Ok(t.last_insert_rowid())
         })
@@ -124,7 +126,7 @@ impl Audit for Store {
         let limit = limit.min(MAX_AUDIT_ROWS_PER_READ) as usize;
         let mut entries = self.read(|c| {
             let mut statement = c.prepare(
-                "SELECT id, at, actor, action, target, outcome, detail FROM audit
+                "SELECT id, at, actor, action, target, outcome, detail, trace_id FROM audit
                  WHERE id < ?1
                    AND (?2 IS NULL OR actor = ?2)
                    AND (?3 IS NULL OR action = ?3 OR substr(action, 1, length(?3) + 1) = ?3 || '.')
@@ -133,10 +135,12 @@ impl Audit for Store {
                  ORDER BY id DESC LIMIT ?6",
             )?;
             let before = filter.before_id.unwrap_or(i64::MAX);
+            // Actors are stored escaped; a filter names them as typed.
+            let actor = filter.actor.map(escape_untrusted);
             let rows = statement.query_map(
                 params![
                     before,
-                    filter.actor,
+                    actor,
                     filter.action,
                     filter.since,
                     filter.until,
@@ -169,6 +173,33 @@ impl Audit for Store {
     }
 }
 
+/// `text` with every control character (newlines, escapes, NUL) and every invisible
+/// layout character (bidirectional overrides, zero-width marks) written as `\u{XXXX}`,
+/// and backslashes doubled so that an escape can never be typed in as itself.
+pub fn escape_untrusted(text: &str) -> std::borrow::Cow<'_, str> {
+    let needs = |c: char| c == '\\' || c.is_control() || is_invisible_layout(c);
+    if !text.chars().any(needs) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut escaped = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\\' => escaped.push_str("\\\\"),
+            c if c.is_control() || is_invisible_layout(c) => {
+                escaped.push_str(&format!("\\u{{{:04x}}}", u32::from(c)));
+            }
+            c => escaped.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(escaped)
+}
+
+/// Characters that change how a line is shown without being seen: bidirectional embeddings,
+/// overrides and isolates, zero-width marks and joiners, line and paragraph separators.
+fn is_invisible_layout(c: char) -> bool {
+    matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}')
+}
+
 fn row_without_detail(row: &Row<'_>) -> rusqlite::Result<AuditRow> {
     Ok(AuditRow {
         id: row.get(0)?,
@@ -178,6 +209,7 @@ fn row_without_detail(row: &Row<'_>) -> rusqlite::Result<AuditRow> {
         target: row.get(4)?,
         outcome: row.get(5)?,
         detail: None,
+        trace_id: row.get(7)?,
     })
 }
 
@@ -235,6 +267,32 @@ mod tests {
             store.record(&entry("", None), 13),
             Err(StoreError::Invalid(_))
         ));
+    }
+
+    #[test]
+    fn typed_names_and_targets_are_stored_without_control_characters() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("w.db")).unwrap();
+        let forged = AuditEntry {
+            actor: "mallory\n1700000000 admin            user.create",
+            action: "auth.login",
+            target: Some("x\u{1b}[2J\u{202e}\\u{000a}"),
+            outcome: AuditOutcome::Denied,
+            detail: None,
+        };
+        store.record(&forged, 1).unwrap();
+        let row = &store.audit_tail(1, None).unwrap()[0];
+        assert_eq!(
+            row.actor,
+            "mallory\\u{000a}1700000000 admin            user.create"
+        );
+        assert_eq!(
+            row.target.as_deref(),
+            Some("x\\u{001b}[2J\\u{202e}\\\\u{000a}")
+        );
+        assert!(!row.actor.chars().any(char::is_control));
+        assert_eq!(escape_untrusted("alice"), "alice");
+        assert_eq!(escape_untrusted("张三"), "张三");
     }
 
     #[test]

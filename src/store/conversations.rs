@@ -21,6 +21,49 @@ pub struct Conversation {
     pub updated_at: i64,
 }
 
+/// Most conversations one page of the list holds.
+pub const MAX_CONVERSATIONS_PER_PAGE: u32 = 200;
+
+/// Where a page of conversations ends: the last one's `updated_at` and id. Written as
+/// `UPDATED_AT.ID` on the wire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConversationCursor {
+    pub updated_at: i64,
+    pub id: String,
+}
+
+impl ConversationCursor {
+    /// Reads the wire form; `None` when it is not one.
+    pub fn parse(text: &str) -> Option<Self> {
+        let (at, id) = text.split_once('.')?;
+        let valid_id = !id.is_empty()
+            && id.len() <= 64
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !valid_id {
+            return None;
+        }
+        Some(Self {
+            updated_at: at.parse().ok()?,
+            id: id.to_owned(),
+        })
+    }
+}
+
+impl std::fmt::Display for ConversationCursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.updated_at, self.id)
+    }
+}
+
+/// One page of conversations and the cursor of the next (older) page, if any.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConversationPage {
+    pub conversations: Vec<Conversation>,
+    pub next_before: Option<ConversationCursor>,
+}
+
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -69,8 +112,14 @@ pub struct CompletedTurn {
 /// Conversations and messages on the store.
 pub trait Conversations {
     fn create_conversation(&self, owner: i64, title: &str, now: i64) -> Result<Conversation>;
-    /// The owner's conversations, most recently updated first.
-    fn conversations(&self, owner: i64) -> Result<Vec<Conversation>>;
+    /// One page of the owner's conversations, most recently updated first: at most `limit`
+    /// (1..=`MAX_CONVERSATIONS_PER_PAGE`), after `before` when paging back.
+    fn conversations(
+        &self,
+        owner: i64,
+        limit: u32,
+        before: Option<&ConversationCursor>,
+    ) -> Result<ConversationPage>;
     /// One conversation with its messages in order (by turn; user before assistant).
     fn conversation(&self, owner: i64, id: &str) -> Result<(Conversation, Vec<Message>)>;
     /// In one transaction: the user message for the next turn and a `queued` run for it.
@@ -136,14 +185,46 @@ impl Conversations for Store {
         Ok(conversation)
     }
 
-    fn conversations(&self, owner: i64) -> Result<Vec<Conversation>> {
+    fn conversations(
+        &self,
+        owner: i64,
+        limit: u32,
+        before: Option<&ConversationCursor>,
+    ) -> Result<ConversationPage> {
+        if limit == 0 || limit > MAX_CONVERSATIONS_PER_PAGE {
+            return Err(StoreError::Invalid(format!(
+                "limit must be between 1 and {MAX_CONVERSATIONS_PER_PAGE}"
+            )));
+        }
+        let (before_at, before_id) = match before {
+            Some(cursor) => (cursor.updated_at, cursor.id.as_str()),
+            None => (i64::MAX, "\u{10FFFF}"),
+        };
         self.read(|c| {
+            // One row more than asked says whether an older page exists.
             let mut statement = c.prepare(&format!(
-                "SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE owner_id = ?1
-                 ORDER BY updated_at DESC, rowid DESC"
+                "SELECT {CONVERSATION_COLUMNS} FROM conversations
+                 WHERE owner_id = ?1 AND (updated_at < ?2 OR (updated_at = ?2 AND id < ?3))
+                 ORDER BY updated_at DESC, id DESC LIMIT ?4"
             ))?;
-            let rows = statement.query_map([owner], conversation_from_row)?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
+            let rows = statement.query_map(
+                params![owner, before_at, before_id, i64::from(limit) + 1],
+                conversation_from_row,
+            )?;
+            let mut conversations: Vec<Conversation> = rows.collect::<rusqlite::Result<_>>()?;
+            let next_before = if conversations.len() > limit as usize {
+                conversations.truncate(limit as usize);
+                conversations.last().map(|last| ConversationCursor {
+                    updated_at: last.updated_at,
+                    id: last.id.clone(),
+                })
+            } else {
+                None
+            };
+            Ok(ConversationPage {
+                conversations,
+                next_before,
+            })
         })
     }
 
@@ -170,8 +251,22 @@ impl Conversations for Store {
     ) -> Result<NewTurn> {
         let message_id = secrets::new_id("msg")?;
         let run_id = secrets::new_id("run")?;
+        let limit = self.queued_runs_limit();
         self.write(|t| {
             owned_conversation(t, owner, conversation_id)?;
+            if let Some(limit) = limit {
+                let queued: i64 = t.query_row(
+                    "SELECT COUNT(*) FROM runs WHERE owner_id = ?1 AND status = 'queued'",
+                    [owner],
+                    |r| r.get(0),
+                )?;
+                if queued >= i64::from(limit) {
+                    return Err(StoreError::QuotaExceeded(format!(
+                        "you have {queued} messages waiting for an answer (the most is {limit}); \
+                         wait for them or cancel some"
+                    )));
+                }
+            }
             let turn: i64 = t.query_row(
                 "SELECT COALESCE(MAX(turn), 0) + 1 FROM messages WHERE conversation_id = ?1",
                 [conversation_id],
@@ -500,7 +595,11 @@ mod tests {
             .unwrap();
         let missing = |result: Result<()>| matches!(result, Err(StoreError::NotFound(_)));
 
-        assert!(store.conversations(BOB).unwrap().is_empty());
+        assert!(store
+            .conversations(BOB, 50, None)
+            .unwrap()
+            .conversations
+            .is_empty());
         assert!(missing(store.conversation(BOB, &mine.id).map(|_| ())));
         assert!(missing(
             store
@@ -523,7 +622,7 @@ mod tests {
         );
 
         assert_eq!(
-            store.conversations(ALICE).unwrap(),
+            store.conversations(ALICE, 50, None).unwrap().conversations,
             vec![Conversation {
                 updated_at: 2,
                 ..mine.clone()
@@ -544,8 +643,9 @@ mod tests {
         let old = store.create_conversation(ALICE, "old", 1).unwrap();
         let new = store.create_conversation(ALICE, "new", 2).unwrap();
         let ids = |s: &Store| {
-            s.conversations(ALICE)
+            s.conversations(ALICE, 50, None)
                 .unwrap()
+                .conversations
                 .into_iter()
                 .map(|c| c.id)
                 .collect::<Vec<_>>()
@@ -555,6 +655,44 @@ mod tests {
             .add_user_message_with_run(ALICE, &old.id, "bump", 3)
             .unwrap();
         assert_eq!(ids(&store), [old.id, new.id]);
+    }
+
+    #[test]
+    fn conversations_page_back_by_cursor_without_gaps_or_repeats() {
+        let (_dir, store) = store();
+        // Five conversations, two sharing an update time: the id breaks the tie.
+        let mut expected: Vec<String> = [1, 2, 2, 3, 4]
+            .into_iter()
+            .map(|at| store.create_conversation(ALICE, "c", at).unwrap())
+            .map(|c| (c.updated_at, c.id))
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .map(|(_, id)| id)
+            .collect();
+        expected[2..4].sort_by(|a, b| b.cmp(a));
+        let mut seen = Vec::new();
+        let mut before: Option<ConversationCursor> = None;
+        loop {
+            let page = store.conversations(ALICE, 2, before.as_ref()).unwrap();
+            assert!(page.conversations.len() <= 2);
+            seen.extend(page.conversations.into_iter().map(|c| c.id));
+            match page.next_before {
+                Some(cursor) => {
+                    let wire = cursor.to_string();
+                    before = Some(ConversationCursor::parse(&wire).unwrap());
+                }
+                None => break,
+            }
+        }
+        assert_eq!(seen, expected);
+        assert!(store.conversations(ALICE, 0, None).is_err());
+        assert!(store
+            .conversations(ALICE, MAX_CONVERSATIONS_PER_PAGE + 1, None)
+            .is_err());
+        for bad in ["", "12", "x.conv_a", "12.", "12.a b", "12.a'--"] {
+            assert_eq!(ConversationCursor::parse(bad), None, "{bad}");
+        }
     }
 
     #[test]

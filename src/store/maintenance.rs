@@ -37,19 +37,71 @@ impl Store {
         })
     }
 
+    /// What `/metrics` reports from the store: runs by kind and status, and documents and
+    /// chunks per knowledge base.
+    pub fn metrics_snapshot(&self) -> Result<crate::metrics::Snapshot> {
+        self.read(|c| {
+            let count = |r: &rusqlite::Row<'_>, i| r.get::<_, i64>(i).map(|n| n.max(0) as u64);
+            let mut statement = c.prepare(
+                "SELECT kind, status, COUNT(*) FROM runs GROUP BY kind, status ORDER BY kind, status",
+            )?;
+            let runs = statement
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, count(r, 2)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            let mut statement = c.prepare(
+                "SELECT kb.name,
+                        (SELECT COUNT(*) FROM kb_documents d WHERE d.kb_id = kb.id),
+                        (SELECT COUNT(*) FROM kb_chunks ch JOIN kb_documents d
+                            ON d.id = ch.document_id WHERE d.kb_id = kb.id)
+                 FROM knowledge_bases kb ORDER BY kb.name",
+            )?;
+            let knowledge_bases = statement
+                .query_map([], |r| Ok((r.get(0)?, count(r, 1)?, count(r, 2)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(crate::metrics::Snapshot {
+                runs,
+                knowledge_bases,
+                model_queues: Vec::new(),
+            })
+        })
+    }
+
     /// Writes a consistent, compacted copy of the database to `path` (`VACUUM INTO`); safe
     /// while other connections write. `path` must not exist. The copy is owner-only.
     pub fn backup_to(&self, path: &Path) -> Result<()> {
         let target = path
             .to_str()
             .ok_or_else(|| StoreError::Invalid("the backup path is not valid UTF-8".into()))?;
-        self.read(|c| {
+        // The copy holds password hashes and conversations: it is created owner-only and
+        // empty (which VACUUM INTO accepts) before a byte is written, and never replaces a
+        // file that exists.
+        create_private_empty(path)?;
+        let copied = self.read(|c| {
             c.execute("VACUUM INTO ?1", [target])?;
             Ok(())
-        })?;
-        super::owner_only(path);
-        Ok(())
+        });
+        if copied.is_err() {
+            let _ = std::fs::remove_file(path);
+        }
+        copied
     }
+}
+
+/// Creates `path` as an empty file only its owner can read; fails if it exists.
+fn create_private_empty(path: &Path) -> Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    options.open(path).map(drop).map_err(|err| {
+        StoreError::Invalid(format!(
+            "cannot create the backup {}: {err}",
+            path.display()
+        ))
+    })
 }
 
 #[cfg(test)]
@@ -75,8 +127,22 @@ mod tests {
         store.backup_to(&copy_path).unwrap();
         let copy = Store::open(&copy_path).unwrap();
         assert!(copy.integrity_check().unwrap().is_empty());
-        assert_eq!(copy.conversations(alice.id).unwrap().len(), 1);
+        assert_eq!(
+            copy.conversations(alice.id, 50, None)
+                .unwrap()
+                .conversations
+                .len(),
+            1
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&copy_path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
         // An existing file is never overwritten.
+        let size = std::fs::metadata(&copy_path).unwrap().len();
         assert!(store.backup_to(&copy_path).is_err());
+        assert_eq!(std::fs::metadata(&copy_path).unwrap().len(), size);
     }
 }

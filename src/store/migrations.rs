@@ -324,6 +324,23 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE knowledge_bases ADD COLUMN root_dev INTEGER;
     ALTER TABLE knowledge_bases ADD COLUMN root_ino INTEGER;
     "#,
+    // 6: fair scheduling. When each owner last had a run claimed, as a counter value:
+    // queued runs are claimed from the owner served least recently (round-robin across
+    // users), oldest first within one owner.
+    r#"
+    CREATE TABLE run_claims (
+        owner_id INTEGER PRIMARY KEY REFERENCES users(id) ON DELETE CASCADE,
+        last_claim INTEGER NOT NULL
+    );
+    CREATE INDEX runs_owner_status ON runs(owner_id, status);
+    "#,
+    // 7: trace ids. The request that created a run, and the request or run an audit row
+    // was written for, carry its W3C trace id (null for older rows and for actions taken
+    // outside any request).
+    r#"
+    ALTER TABLE runs ADD COLUMN trace_id TEXT;
+    ALTER TABLE audit ADD COLUMN trace_id TEXT;
+    "#,
 ];
 
 /// The schema version this build creates.
@@ -391,6 +408,8 @@ mod tests {
         "9c15f304892db06a5cb01593d3d042f236be7147e07a72ba71fa18b5ac041450",
         "34c8a57f1b4eb8ddc80a64b6d4332760308f203f4deb5dc9d6bf78cfb7796bdd",
         "173f134b4c73cdd6297d2ac8a3acba36923b4573af819918d6d6540cb93e3a18",
+        "17ab856a594c5c8c187916b8d14d69b99f1b6fa548ed65bc69e0a523f032e695",
+        "17ee9b5dd174b87cc8eba7a38d448bf610a6c3197e4a9d7b7a225b0ee41c9be0",
     ];
 
     #[test]
@@ -446,7 +465,14 @@ mod tests {
         drop(store);
         // Reopening at the latest version applies nothing and finds everything.
         let again = Store::open(&path).unwrap();
-        assert_eq!(again.conversations(alice.id).unwrap().len(), 1);
+        assert_eq!(
+            again
+                .conversations(alice.id, 50, None)
+                .unwrap()
+                .conversations
+                .len(),
+            1
+        );
         assert_eq!(again.audit_tail(10, None).unwrap().len(), 1);
     }
 

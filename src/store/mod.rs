@@ -24,6 +24,7 @@ mod secrets;
 mod text_enum;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -43,11 +44,12 @@ pub use actions::{
     PendingAction, PendingActionKind, PendingActionStatus, MAX_IDEMPOTENCY_KEY_CHARS,
 };
 pub use audit::{
-    Audit, AuditEntry, AuditFilter, AuditOutcome, AuditPage, AuditRow, MAX_AUDIT_ROWS_PER_READ,
-    SYSTEM_ACTOR,
+    escape_untrusted, Audit, AuditEntry, AuditFilter, AuditOutcome, AuditPage, AuditRow,
+    MAX_AUDIT_ROWS_PER_READ, SYSTEM_ACTOR,
 };
 pub use conversations::{
-    new_message_id, CompletedTurn, Conversation, Conversations, Message, MessageRole, NewTurn,
+    new_message_id, CompletedTurn, Conversation, ConversationCursor, ConversationPage,
+    Conversations, Message, MessageRole, NewTurn, MAX_CONVERSATIONS_PER_PAGE,
 };
 pub use diagnostics::{
     is_diagnostic_task_id, DiagnosticStatus, DiagnosticTask, DiagnosticTasks, NewDiagnosticTask,
@@ -105,6 +107,10 @@ pub enum StoreError {
     /// action's; the message is safe to show. HTTP answers 422.
     #[error("{0}")]
     Mismatch(String),
+    /// The caller has used up a per-user allowance (queued runs); the message is safe to
+    /// show. HTTP answers 429 with `Retry-After`.
+    #[error("{0}")]
+    QuotaExceeded(String),
     /// The operating system's random generator or the password hasher failed.
     #[error("cryptographic operation failed: {0}")]
     Crypto(String),
@@ -116,6 +122,8 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 pub struct Store {
     path: PathBuf,
     writer: Mutex<Connection>,
+    /// Most queued chat runs one owner may have (0: no limit).
+    queued_runs_limit: AtomicU32,
 }
 
 impl Store {
@@ -135,7 +143,22 @@ impl Store {
         Ok(Self {
             path: path.to_path_buf(),
             writer: Mutex::new(connection),
+            queued_runs_limit: AtomicU32::new(0),
         })
+    }
+
+    /// Sets the most queued chat runs one owner may have (`None`: no limit); a message
+    /// beyond it is refused with `QuotaExceeded` and nothing is stored.
+    pub fn set_queued_runs_limit(&self, limit: Option<u32>) {
+        self.queued_runs_limit
+            .store(limit.unwrap_or(0), Ordering::Relaxed);
+    }
+
+    fn queued_runs_limit(&self) -> Option<u32> {
+        match self.queued_runs_limit.load(Ordering::Relaxed) {
+            0 => None,
+            limit => Some(limit),
+        }
     }
 
     pub fn path(&self) -> &Path {

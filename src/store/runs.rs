@@ -8,6 +8,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::text_enum::text_enum;
 use super::{Result, Store, StoreError};
+use crate::trace::current_trace_id;
 
 /// Most events one `events_after` call returns.
 pub const MAX_EVENTS_PER_READ: u32 = 1000;
@@ -68,6 +69,8 @@ pub struct Run {
     pub attempts: i64,
     pub created_at: i64,
     pub updated_at: i64,
+    /// The trace id of the request that created the run.
+    pub trace_id: Option<String>,
 }
 
 /// An event to append: a type such as `token` or `run.completed` and its JSON data.
@@ -93,10 +96,12 @@ pub struct Event {
 pub trait Runs {
     /// The run if `owner` owns it; `NotFound` alike for missing and not owned.
     fn run(&self, owner: i64, id: &str) -> Result<Run>;
-    /// Atomically takes the oldest run (chat turn or diagnostic) that is queued, or running
-    /// under an expired lease, and gives `worker` a lease on it until `now + lease_secs`. A
-    /// conversation's turns are answered in order: a run waits while an earlier turn's run
-    /// has not ended.
+    /// Atomically takes a run (chat turn or diagnostic) that is queued, or running under an
+    /// expired lease, and gives `worker` a lease on it until `now + lease_secs`. Fair across
+    /// owners: the run comes from the owner whose last claim is oldest (round-robin), and
+    /// is that owner's oldest claimable run, so one user's long queue delays another's run
+    /// by at most one run per worker. A conversation's turns are answered in order: a run
+    /// waits while an earlier turn's run has not ended.
     fn claim_next(&self, worker: &str, now: i64, lease_secs: i64) -> Result<Option<Run>>;
     /// Extends `worker`'s lease; `false` when the lease is lost (another worker claimed the
     /// run, it was reclaimed, or it ended). An expired lease nobody took is still held.
@@ -170,23 +175,34 @@ impl Runs for Store {
     fn claim_next(&self, worker: &str, now: i64, lease_secs: i64) -> Result<Option<Run>> {
         check_lease_secs(lease_secs)?;
         self.write(|t| {
-            let claimable: Option<String> = t
+            // Round-robin across owners: the owner served least recently goes first, and
+            // within one owner the oldest run.
+            let claimable: Option<(String, i64)> = t
                 .query_row(
-                    "SELECT id FROM runs
-                     WHERE (status = 'queued' OR (status = 'running' AND lease_expires_at <= ?1))
+                    "SELECT runs.id, runs.owner_id FROM runs
+                     LEFT JOIN run_claims ON run_claims.owner_id = runs.owner_id
+                     WHERE (runs.status = 'queued'
+                            OR (runs.status = 'running' AND runs.lease_expires_at <= ?1))
                        AND NOT EXISTS (
                            SELECT 1 FROM runs AS earlier
                            WHERE earlier.conversation_id = runs.conversation_id
                              AND earlier.turn < runs.turn
                              AND earlier.status IN ('queued', 'running'))
-                     ORDER BY created_at, rowid LIMIT 1",
+                     ORDER BY COALESCE(run_claims.last_claim, 0), runs.created_at, runs.rowid
+                     LIMIT 1",
                     [now],
-                    |r| r.get(0),
+                    |r| Ok((r.get(0)?, r.get(1)?)),
                 )
                 .optional()?;
-            let Some(id) = claimable else {
+            let Some((id, owner)) = claimable else {
                 return Ok(None);
             };
+            t.execute(
+                "INSERT INTO run_claims (owner_id, last_claim)
+                 VALUES (?1, (SELECT COALESCE(MAX(last_claim), 0) + 1 FROM run_claims))
+                 ON CONFLICT (owner_id) DO UPDATE SET last_claim = excluded.last_claim",
+                [owner],
+            )?;
             t.execute(
                 "UPDATE runs SET status = 'running', lease_owner = ?2, lease_expires_at = ?3,
                      attempts = attempts + 1, updated_at = ?4
@@ -357,9 +373,9 @@ pub(super) fn insert_queued_diagnostic_run(
     now: i64,
 ) -> Result<()> {
     t.execute(
-        "INSERT INTO runs (id, kind, owner_id, status, created_at, updated_at)
-         VALUES (?1, 'diagnostic', ?2, 'queued', ?3, ?3)",
-        params![id, owner, now],
+        "INSERT INTO runs (id, kind, owner_id, status, created_at, updated_at, trace_id)
+         VALUES (?1, 'diagnostic', ?2, 'queued', ?3, ?3, ?4)",
+        params![id, owner, now, current_trace_id()],
     )?;
     Ok(())
 }
@@ -374,9 +390,10 @@ pub(super) fn insert_queued_run(
     now: i64,
 ) -> Result<()> {
     t.execute(
-        "INSERT INTO runs (id, owner_id, conversation_id, turn, status, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, 'queued', ?5, ?5)",
-        params![id, owner, conversation_id, turn, now],
+        "INSERT INTO runs (id, owner_id, conversation_id, turn, status, created_at, updated_at,
+                           trace_id)
+         VALUES (?1, ?2, ?3, ?4, 'queued', ?5, ?5, ?6)",
+        params![id, owner, conversation_id, turn, now, current_trace_id()],
     )?;
     Ok(())
 }
@@ -433,7 +450,7 @@ pub(super) fn set_terminal_status(
 }
 
 const RUN_COLUMNS: &str = "id, owner_id, conversation_id, turn, status, failure_reason, \
-     lease_owner, lease_expires_at, checkpoint, attempts, created_at, updated_at, kind";
+     lease_owner, lease_expires_at, checkpoint, attempts, created_at, updated_at, kind, trace_id";
 
 fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Run> {
     Ok(Run {
@@ -450,6 +467,7 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Run> {
         created_at: row.get(10)?,
         updated_at: row.get(11)?,
         kind: row.get(12)?,
+        trace_id: row.get(13)?,
     })
 }
 

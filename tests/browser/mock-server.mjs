@@ -93,6 +93,7 @@ function newState({ bootstrap, user, password }) {
     sessions: new Map(),
     loginFailures: new Map(),
     conversations: new Map(),
+    conversationPageSize: 50,
     runs: new Map(),
     streams: new Set(),
     /** Proposed actions by id; `actionDelayMs` holds each decision that long (to see it in flight). */
@@ -157,9 +158,20 @@ async function handle(state, options, request, response) {
     return undefined;
   }
   if (method === 'GET' && path === '/api/conversations') {
-    const mine = [...state.conversations.values()].filter((c) => c.userId === user.id)
+    // Pages like the real server: newest first, `before` is the last item's `updated_at.id`.
+    const query = new URL(request.url, 'http://mock').searchParams;
+    const limit = Number(query.get('limit') ?? state.conversationPageSize);
+    let mine = [...state.conversations.values()].filter((c) => c.userId === user.id)
       .sort((a, b) => b.updated_at - a.updated_at || b.id - a.id);
-    return sendJson(response, 200, { conversations: mine.map(conversationSummary) });
+    const before = query.get('before');
+    if (before !== null) {
+      const [at, id] = before.split('.').map(Number);
+      mine = mine.filter((c) => c.updated_at < at || (c.updated_at === at && c.id < id));
+    }
+    const page = mine.slice(0, limit);
+    const last = page[page.length - 1];
+    const nextBefore = mine.length > limit ? `${last.updated_at}.${last.id}` : null;
+    return sendJson(response, 200, { conversations: page.map(conversationSummary), next_before: nextBefore });
   }
   if (method === 'POST' && path === '/api/conversations') {
     const body = await readJson(request);

@@ -5,7 +5,7 @@
 //   node tests/browser/mock.test.mjs        (CHROMIUM, WARDEN_ARTIFACTS optional)
 //
 // It covers the first-administrator link, sign-in errors (401 and 429), an ended session,
-// sign-out, Stop, a failed run,
+// sign-out, the conversation list's paging, Stop, a failed run,
 // a resumed run, no duplicated text under stream drops, and the dark and narrow layouts.
 
 import { after, before, test } from 'node:test';
@@ -98,6 +98,36 @@ test('an ended session returns to sign-in, and Sign out signs out', async () => 
     assert.equal(me.status(), 401);
     assertNoProblems();
   } finally {
+    await page.close();
+  }
+});
+
+test('the conversation list loads older pages on demand', async () => {
+  const page = await signedInPage();
+  try {
+    const user = mock.state.users.find((u) => u.name === USER);
+    const now = Math.floor(Date.now() / 1000);
+    for (let n = 0; n < 3; n += 1) {
+      const id = mock.state.nextId++;
+      mock.state.conversations.set(id, { id, userId: user.id, title: `paged ${n}`, created_at: now - 100 - n, updated_at: now - 100 - n, messages: [] });
+    }
+    const total = [...mock.state.conversations.values()].filter((c) => c.userId === user.id).length;
+    mock.state.conversationPageSize = 2;
+    await page.reload();
+    const items = page.getByTestId('conversation-item');
+    await page.getByTestId('conversations-older').waitFor({ state: 'visible' });
+    assert.equal(await items.count(), 2);
+    while (await page.getByTestId('conversations-older').isVisible()) {
+      const shown = await items.count();
+      await page.getByTestId('conversations-older').click();
+      await page.waitForFunction((n) => document.querySelectorAll('[data-testid="conversation-item"]').length > n, shown);
+    }
+    const ids = await items.evaluateAll((links) => links.map((link) => link.dataset.conversationId));
+    assert.equal(ids.length, total);
+    assert.equal(new Set(ids).size, total, 'no conversation is listed twice');
+    assertNoProblems();
+  } finally {
+    mock.state.conversationPageSize = 50;
     await page.close();
   }
 });

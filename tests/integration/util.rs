@@ -1,7 +1,6 @@
 //! Shared test helpers: paths to the real model files (failing loudly when they are
 //! missing), running the `warden` binary, and a server started in a temp dir.
 
-use std::io::Read;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -64,8 +63,9 @@ pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-/// Where a test server's standard output goes, inside its data folder.
+/// Where a test server's standard output and error go, inside its data folder.
 const STDOUT_FILE: &str = "server.stdout";
+const STDERR_FILE: &str = "server.stderr";
 
 /// The administrator every test server starts with, and their password.
 pub const ADMIN: &str = "admin";
@@ -107,12 +107,29 @@ impl Server {
         std::fs::read_to_string(self.data.join(STDOUT_FILE)).unwrap_or_default()
     }
 
+    /// What the server logged on standard error so far.
+    pub fn stderr_text(&self) -> String {
+        std::fs::read_to_string(self.data.join(STDERR_FILE)).unwrap_or_default()
+    }
+
     /// Starts a server on an existing data folder (which the caller keeps) and `port`.
     pub fn start_in(data: &Path, token: &str, port: u16, extra: &[&str]) -> Server {
+        Server::start_logging(data, token, port, extra, "warn")
+    }
+
+    /// `start_in`, logging at `level` (`WARDEN_LOG`).
+    pub fn start_logging(
+        data: &Path,
+        token: &str,
+        port: u16,
+        extra: &[&str],
+        level: &str,
+    ) -> Server {
         let addr = format!("127.0.0.1:{port}");
         let models = models_dir();
         let mut command = warden();
         command
+            .env("WARDEN_LOG", level)
             .args(["serve", "--addr", &addr, "--data"])
             .arg(data)
             .arg("--models")
@@ -120,7 +137,7 @@ impl Server {
             .args(extra)
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(data.join(STDOUT_FILE)).expect("stdout file"))
-            .stderr(Stdio::piped());
+            .stderr(std::fs::File::create(data.join(STDERR_FILE)).expect("stderr file"));
         let child = command.spawn().expect("cannot start warden serve");
         let mut server = Server {
             child,
@@ -178,11 +195,10 @@ impl Server {
         let started = Instant::now();
         while started.elapsed() < START_TIMEOUT {
             if let Ok(Some(status)) = self.child.try_wait() {
-                let mut err = String::new();
-                if let Some(mut pipe) = self.child.stderr.take() {
-                    let _ = pipe.read_to_string(&mut err);
-                }
-                panic!("warden serve exited early ({status}): {err}");
+                panic!(
+                    "warden serve exited early ({status}): {}",
+                    self.stderr_text()
+                );
             }
             if ureq::get(&format!("{}/healthz", self.base))
                 .timeout(Duration::from_secs(2))

@@ -116,13 +116,14 @@ fn sampling_params(wire: &ChatCompletionRequest) -> Result<SamplingParams, ApiEr
     Ok(params)
 }
 
-/// `max_completion_tokens` wins over the older `max_tokens`; neither means "up to the
-/// context window".
+/// `max_completion_tokens` wins over the older `max_tokens`; neither means the server's
+/// answer cap, so that no request (a schema that never lets the model stop, say) holds the
+/// model past it.
 fn max_tokens(wire: &ChatCompletionRequest, cap: usize) -> Result<Option<usize>, ApiError> {
     let (param, value) = match (wire.max_completion_tokens, wire.max_tokens) {
         (Some(value), _) => ("max_completion_tokens", value),
         (None, Some(value)) => ("max_tokens", value),
-        (None, None) => return Ok(None),
+        (None, None) => return Ok(Some(cap)),
     };
     let in_range = usize::try_from(value)
         .ok()
@@ -384,6 +385,7 @@ mod tests {
         max_body_bytes: 1 << 20,
         max_tokens_cap: 512,
         max_embedding_inputs: 8,
+        max_v1_requests_per_user: 4,
     };
 
     fn parse(body: Value) -> Result<ValidChatRequest, ApiError> {
@@ -428,7 +430,7 @@ mod tests {
         let chat = request.request;
         assert_eq!(chat.messages, vec![ChatMessage::new(Role::User, "hi")]);
         assert_eq!(chat.sampling, SamplingParams::default());
-        assert_eq!(chat.max_tokens, None);
+        assert_eq!(chat.max_tokens, Some(LIMITS.max_tokens_cap));
         assert_eq!(chat.tool_choice, ToolChoice::None);
         assert_eq!(chat.response_format, ResponseFormat::Text);
         assert!(chat.stop.is_empty() && chat.tools.is_empty());

@@ -199,6 +199,7 @@ mod tests {
         max_body_bytes: 1 << 20,
         max_tokens_cap: 512,
         max_embedding_inputs: 3,
+        max_v1_requests_per_user: 4,
     };
 
     fn parse(body: Value) -> Result<ValidEmbeddingRequest, ApiError> {

@@ -40,6 +40,61 @@ fn event(data: &str) -> NewEvent<'_> {
 }
 
 #[test]
+fn claims_go_round_robin_across_owners_and_oldest_first_within_one() {
+    let (_dir, store) = store();
+    let bob = store
+        .create_user("bob", Role::Viewer, "password1", 0)
+        .unwrap();
+    // Alice floods the queue first; Bob's two runs come later.
+    let alice_runs = queue_runs(&store, 4);
+    let bob_runs: Vec<String> = (10..12)
+        .map(|now| {
+            let conversation = store.create_conversation(bob.id, "c", 0).unwrap();
+            store
+                .add_user_message_with_run(bob.id, &conversation.id, "q", now)
+                .unwrap()
+                .run_id
+        })
+        .collect();
+    let claimed: Vec<String> = (0..6)
+        .map(|n| store.claim_next("w", 20 + n, LEASE).unwrap().unwrap().id)
+        .collect();
+    assert_eq!(
+        claimed,
+        vec![
+            alice_runs[0].clone(),
+            bob_runs[0].clone(),
+            alice_runs[1].clone(),
+            bob_runs[1].clone(),
+            alice_runs[2].clone(),
+            alice_runs[3].clone(),
+        ]
+    );
+    assert!(store.claim_next("w", 30, LEASE).unwrap().is_none());
+}
+
+#[test]
+fn queued_runs_per_owner_are_limited_when_a_limit_is_set() {
+    let (_dir, store) = store();
+    store.set_queued_runs_limit(Some(2));
+    queue_runs(&store, 2);
+    let conversation = store.create_conversation(OWNER, "c", 0).unwrap();
+    let refused = store.add_user_message_with_run(OWNER, &conversation.id, "q", 5);
+    assert!(
+        matches!(refused, Err(StoreError::QuotaExceeded(_))),
+        "{refused:?}"
+    );
+    // Nothing of the refused message was stored.
+    let (_, messages) = store.conversation(OWNER, &conversation.id).unwrap();
+    assert!(messages.is_empty());
+    // A claimed (running) run no longer counts as queued.
+    store.claim_next("w", 6, LEASE).unwrap().unwrap();
+    store
+        .add_user_message_with_run(OWNER, &conversation.id, "q", 7)
+        .unwrap();
+}
+
+#[test]
 fn only_the_lease_holder_appends_and_turns_are_claimed_in_order() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("w.db")).unwrap();

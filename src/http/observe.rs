@@ -1,0 +1,70 @@
+//! What every request leaves behind: its trace id (from a valid `traceparent` header, or
+//! new) in a tracing span around the handler, in the `X-Trace-Id` response header, and in
+//! the task-local scope that `blocking` carries onto the threads that write runs and audit
+//! rows; and its count and latency in the metrics, by matched route (never the raw path,
+//! which holds ids).
+
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::HeaderValue;
+use axum::middleware::Next;
+use axum::response::Response;
+use tracing::Instrument;
+
+use super::AppState;
+use crate::trace::TraceId;
+
+/// The response header naming the request's trace id.
+pub const TRACE_HEADER: &str = "x-trace-id";
+
+tokio::task_local! {
+    /// The trace id of the request this task is answering.
+    static REQUEST_TRACE: TraceId;
+}
+
+/// The trace id of the request the current task answers, if any.
+pub fn request_trace_id() -> Option<TraceId> {
+    REQUEST_TRACE.try_with(Clone::clone).ok()
+}
+
+/// Middleware (outermost): trace id, span, response header, metrics and a debug line.
+pub async fn observe_request(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let trace = request
+        .headers()
+        .get("traceparent")
+        .and_then(|value| value.to_str().ok())
+        .and_then(TraceId::from_traceparent)
+        .unwrap_or_else(TraceId::generate);
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|path| path.as_str().to_owned())
+        .unwrap_or_else(|| "unmatched".to_owned());
+    let method = request.method().clone();
+    let span = tracing::info_span!("request", trace_id = %trace, %method, %route);
+    let started = Instant::now();
+    let mut response = REQUEST_TRACE
+        .scope(trace.clone(), next.run(request).instrument(span.clone()))
+        .await;
+    let elapsed = started.elapsed();
+    let status = response.status().as_u16();
+    state
+        .metrics
+        .http_request(&route, method.as_str(), status, elapsed);
+    span.in_scope(|| {
+        tracing::debug!(
+            status,
+            elapsed_ms = elapsed.as_secs_f64() * 1000.0,
+            "request"
+        );
+    });
+    if let Ok(value) = HeaderValue::from_str(trace.as_str()) {
+        response.headers_mut().insert(TRACE_HEADER, value);
+    }
+    response
+}
