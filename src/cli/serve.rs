@@ -132,9 +132,18 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     };
     let library = open_library(&engine, store.clone(), &config.data_dir, retrieval);
     if let Some(library) = &library {
-        load_sample_on_first_start(library.clone(), store.clone(), &args.sample_kb);
+        load_sample_on_first_start(
+            library.clone(),
+            store.clone(),
+            &args.sample_kb,
+            metrics.clone(),
+        );
         if args.watch > 0 {
-            watch_folders(library.clone(), Duration::from_secs(args.watch));
+            watch_folders(
+                library.clone(),
+                Duration::from_secs(args.watch),
+                metrics.clone(),
+            );
         }
     }
     let runs = start_runs(
@@ -329,7 +338,12 @@ fn agent_policy(file: Option<&Path>) -> anyhow::Result<PolicyConfig> {
 
 /// On a fresh data folder, ingests the sample knowledge base in the background, readable
 /// by every user.
-fn load_sample_on_first_start(library: Arc<Library>, store: Arc<Store>, folder: &Path) {
+fn load_sample_on_first_start(
+    library: Arc<Library>,
+    store: Arc<Store>,
+    folder: &Path,
+    metrics: Arc<Metrics>,
+) {
     let first_start = matches!(library.list(), Ok(kbs) if kbs.is_empty());
     if !first_start || !folder.is_dir() {
         return;
@@ -348,9 +362,7 @@ fn load_sample_on_first_start(library: Arc<Library>, store: Arc<Store>, folder: 
                         .map_err(|e| e.to_string())
                 })
                 .and_then(|_| {
-                    library
-                        .sync(SAMPLE_KB, &mut |_| {})
-                        .map_err(|e| e.to_string())
+                    measured_sync(&library, &metrics, SAMPLE_KB).map_err(|e| e.to_string())
                 });
             match result {
                 Ok(report) => tracing::info!(
@@ -367,7 +379,7 @@ fn load_sample_on_first_start(library: Arc<Library>, store: Arc<Store>, folder: 
 }
 
 /// Re-syncs any knowledge base whose folder changed, every `interval`.
-fn watch_folders(library: Arc<Library>, interval: Duration) {
+fn watch_folders(library: Arc<Library>, interval: Duration, metrics: Arc<Metrics>) {
     let spawned = std::thread::Builder::new().name("kb-watch".into()).spawn(move || {
         let mut seen: HashMap<String, u64> = HashMap::new();
         loop {
@@ -378,7 +390,7 @@ fn watch_folders(library: Arc<Library>, interval: Duration) {
                 if seen.insert(kb.name.clone(), fingerprint) == Some(fingerprint) {
                     continue;
                 }
-                match library.sync(&kb.name, &mut |_| {}) {
+                match measured_sync(&library, &metrics, &kb.name) {
                     Ok(report) if report.added + report.updated + report.deleted > 0 => tracing::info!(
                         kb = %kb.name, added = report.added, updated = report.updated, deleted = report.deleted, "folder changed: synced"
                     ),
@@ -395,6 +407,25 @@ fn watch_folders(library: Arc<Library>, interval: Duration) {
     if let Err(err) = spawned {
         tracing::warn!("cannot start the folder watcher: {err}");
     }
+}
+
+/// Syncs a knowledge base without progress reports, recording its duration and result.
+fn measured_sync(
+    library: &Library,
+    metrics: &Metrics,
+    name: &str,
+) -> Result<crate::retrieval::SyncReport, RetrievalError> {
+    let started = std::time::Instant::now();
+    let result = library.sync(name, &mut |_| {});
+    let outcome = match &result {
+        Ok(_) => "completed",
+        Err(RetrievalError::Cancelled) => "cancelled",
+        // Nothing ran: another sync holds the knowledge base.
+        Err(RetrievalError::SyncInProgress(_)) => return result,
+        Err(_) => "failed",
+    };
+    metrics.kb_sync(name, outcome, started.elapsed());
+    result
 }
 
 async fn shutdown_signal() {

@@ -1,5 +1,7 @@
-//! What every request leaves behind: its trace id (from a valid `traceparent` header, or
-//! new) in a tracing span around the handler, in the `X-Trace-Id` response header, and in
+//! What every request leaves behind: one log line (method, matched route, status, time to
+//! the response head; at debug level for probes and scrapes), its trace id (from a valid
+//! `traceparent` header, or new) in a tracing span around the handler and that line, in
+//! the `X-Trace-Id` response header, and in
 //! the task-local scope that `blocking` carries onto the threads that write runs and audit
 //! rows; and its count and latency in the metrics, by matched route (never the raw path,
 //! which holds ids).
@@ -14,6 +16,9 @@ use tracing::Instrument;
 
 use super::AppState;
 use crate::trace::TraceId;
+
+/// Routes whose requests are logged at debug level only.
+const QUIET_ROUTES: &[&str] = &["/healthz", "/metrics", "/assets/{*file}"];
 
 /// The response header naming the request's trace id.
 pub const TRACE_HEADER: &str = "x-trace-id";
@@ -56,12 +61,14 @@ pub async fn observe_request(
     state
         .metrics
         .http_request(&route, method.as_str(), status, elapsed);
+    let elapsed_ms = elapsed.as_secs_f64() * 1000.0;
     span.in_scope(|| {
-        tracing::debug!(
-            status,
-            elapsed_ms = elapsed.as_secs_f64() * 1000.0,
-            "request"
-        );
+        // Probes and scrapes come every few seconds: their lines would drown the rest.
+        if QUIET_ROUTES.contains(&route.as_str()) {
+            tracing::debug!(status, elapsed_ms, "request");
+        } else {
+            tracing::info!(status, elapsed_ms, "request");
+        }
     });
     if let Ok(value) = HeaderValue::from_str(trace.as_str()) {
         response.headers_mut().insert(TRACE_HEADER, value);

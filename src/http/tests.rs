@@ -12,7 +12,7 @@ use tower::ServiceExt;
 use super::{router, AppState, HttpLimits, LoginLimiter, SessionConfig, UserSlots};
 use crate::engine::{Engine, EngineConfig, ModelKind, ModelSpec};
 use crate::runs::{EventBus, RunService};
-use crate::store::{Accounts, Role, Store};
+use crate::store::{Accounts, Audit, Role, Store};
 
 const LIMITS: HttpLimits = HttpLimits {
     max_body_bytes: 64 * 1024,
@@ -450,6 +450,91 @@ async fn a_browser_session_needs_its_csrf_token_and_same_origin_to_write() {
     )
     .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn secure_sessions_use_host_prefixed_cookies() {
+    let mut secure = state();
+    secure.sessions.secure_cookies = true;
+    let app = router(secure);
+    let (status, body, headers) = login(&app, "tester", PASSWORD).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let cookies: Vec<String> = headers
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .collect();
+    let session = cookies
+        .iter()
+        .find(|c| c.starts_with("__Host-warden_session="))
+        .expect("a __Host- session cookie");
+    assert!(
+        session.contains("; Secure") && session.contains("Path=/") && !session.contains("Domain"),
+        "{session}"
+    );
+    assert!(cookies.iter().any(|c| c.starts_with("__Host-warden_csrf=")));
+    let id = session["__Host-warden_session=".len()..]
+        .split(';')
+        .next()
+        .unwrap();
+    let cookie = format!("__Host-warden_session={id}");
+    let (status, _, _) = send_to(
+        &app,
+        Method::GET,
+        "/api/me",
+        &[("cookie", &cookie)],
+        Body::empty(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    // The unprefixed name is not read when cookies are secure.
+    let plain = format!("warden_session={id}");
+    let (status, _, _) = send_to(
+        &app,
+        Method::GET,
+        "/api/me",
+        &[("cookie", &plain)],
+        Body::empty(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn refused_writes_are_audited() {
+    let app = router(state());
+    let token = format!("Bearer {}", fixture().token);
+    // An operator may not create users: 403, recorded with who and what.
+    let body = json!({"name": "x", "role": "viewer", "password": "password-123"}).to_string();
+    let headers = [
+        ("authorization", token.as_str()),
+        ("content-type", "application/json"),
+    ];
+    let (status, _, _) =
+        send_to(&app, Method::POST, "/api/users", &headers, Body::from(body)).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    // A cross-site write is refused before anyone is looked up, and recorded too.
+    let cross = [
+        ("authorization", token.as_str()),
+        ("sec-fetch-site", "cross-site"),
+    ];
+    let (status, _, _) = send_to(
+        &app,
+        Method::POST,
+        "/api/conversations",
+        &cross,
+        Body::empty(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let rows = fixture().store.audit_tail(50, None).unwrap();
+    assert!(rows.iter().any(|r| r.action == "auth.forbidden"
+        && r.actor == "tester"
+        && r.target.as_deref() == Some("POST /api/users")));
+    assert!(rows
+        .iter()
+        .any(|r| r.action == "auth.cross_site"
+            && r.target.as_deref() == Some("POST /api/conversations")));
 }
 
 #[tokio::test]

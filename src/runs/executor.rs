@@ -76,9 +76,10 @@ fn execute_traced(context: &RunContext, worker_id: &str, run: Run) {
         .run(owner, &run_id)
         .map(|ended| ended.status.as_str())
         .unwrap_or("unknown");
-    context
-        .metrics
-        .run_finished(kind.as_str(), status, started.elapsed());
+    let elapsed = started.elapsed();
+    let elapsed_ms = elapsed.as_secs_f64() * 1000.0;
+    tracing::info!(kind = kind.as_str(), status, elapsed_ms, "run ended");
+    context.metrics.run_finished(kind.as_str(), status, elapsed);
 }
 
 fn run_to_end(context: &RunContext, worker_id: &str, run: Run) {

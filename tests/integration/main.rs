@@ -14,6 +14,7 @@ mod kb;
 mod kb_access;
 mod kb_hardening;
 mod openai_client;
+mod operability;
 mod quotas;
 mod runs;
 mod serve;

@@ -25,7 +25,10 @@ const PROMPT: &str = "Say hello to zebracorn-7781.";
 /// Families of a Prometheus text exposition, parsed by the Python client.
 fn parse_exposition(text: &str) -> Value {
     let python = repo().join(".venv/bin/python");
-    assert!(python.is_file(), "no .venv: run tests/run (it prepares the Python venv)");
+    assert!(
+        python.is_file(),
+        "no .venv: run tests/run (it prepares the Python venv)"
+    );
     let mut child = Command::new(python)
         .arg(repo().join("tests/e2e/parse_metrics.py"))
         .stdin(Stdio::piped())
@@ -80,7 +83,10 @@ fn wait_for_run(server: &Server, run_id: &str) -> Value {
         if ["completed", "failed", "cancelled"].contains(&run["status"].as_str().unwrap_or("")) {
             return run;
         }
-        assert!(started.elapsed() < Duration::from_secs(300), "run never ended: {run}");
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "run never ended: {run}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
 }
@@ -88,7 +94,11 @@ fn wait_for_run(server: &Server, run_id: &str) -> Value {
 #[cfg(unix)]
 fn mode(path: &std::path::Path) -> u32 {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).expect("metadata").permissions().mode() & 0o777
+    std::fs::metadata(path)
+        .expect("metadata")
+        .permissions()
+        .mode()
+        & 0o777
 }
 
 #[test]
@@ -121,7 +131,11 @@ fn warden_runs_beside_prometheus_a_log_pipeline_and_a_proxy() {
         "info",
     );
     #[cfg(unix)]
-    assert_eq!(mode(data.path()), 0o700, "the data folder was not made private");
+    assert_eq!(
+        mode(data.path()),
+        0o700,
+        "the data folder was not made private"
+    );
 
     // A /v1 request carrying a traceparent answers with its trace id.
     let response = ureq::post(&server.url("/v1/chat/completions"))
@@ -161,7 +175,11 @@ fn warden_runs_beside_prometheus_a_log_pipeline_and_a_proxy() {
     assert_eq!(public.status(), 200);
 
     // A viewer refused an admin route is audited.
-    let refused = get_with(&server, "/api/audit", &[("Authorization", &format!("Bearer {viewer}"))]);
+    let refused = get_with(
+        &server,
+        "/api/audit",
+        &[("Authorization", &format!("Bearer {viewer}"))],
+    );
     assert_eq!(refused.status(), 403);
 
     // Logins behind the trusted proxy: a stranger guessing the admin's password is slowed,
@@ -175,7 +193,10 @@ fn warden_runs_beside_prometheus_a_log_pipeline_and_a_proxy() {
         }
     }
     assert!(limited > 0, "the stranger was never limited");
-    assert_eq!(login_via_proxy(&server, "192.0.2.10", ADMIN, ADMIN_PASSWORD), 200);
+    assert_eq!(
+        login_via_proxy(&server, "192.0.2.10", ADMIN, ADMIN_PASSWORD),
+        200
+    );
 
     // Audit: trace ids on rows written for requests and runs; refusals recorded.
     let audit: Value = server
@@ -200,9 +221,15 @@ fn warden_runs_beside_prometheus_a_log_pipeline_and_a_proxy() {
     // Metrics: refused without the right credentials, parsed by prometheus_client.
     assert_eq!(get_with(&server, "/metrics", &[]).status(), 401);
     let as_viewer = format!("Bearer {viewer}");
-    assert_eq!(get_with(&server, "/metrics", &[("Authorization", &as_viewer)]).status(), 403);
+    assert_eq!(
+        get_with(&server, "/metrics", &[("Authorization", &as_viewer)]).status(),
+        403
+    );
     let as_admin = format!("Bearer {token}");
-    assert_eq!(get_with(&server, "/metrics", &[("Authorization", &as_admin)]).status(), 200);
+    assert_eq!(
+        get_with(&server, "/metrics", &[("Authorization", &as_admin)]).status(),
+        200
+    );
     let scrape = get_with(
         &server,
         "/metrics",
@@ -246,15 +273,28 @@ fn warden_runs_beside_prometheus_a_log_pipeline_and_a_proxy() {
         .iter()
         .filter_map(|s| s[2].as_f64())
         .sum();
-    assert!(generated >= 1.0, "{}", families["warden_model_generated_tokens"]);
     assert!(
-        sample("warden_logins", "warden_logins_total", ("outcome", "limited")).is_some_and(|n| n >= 1.0),
+        generated >= 1.0,
+        "{}",
+        families["warden_model_generated_tokens"]
+    );
+    assert!(
+        sample(
+            "warden_logins",
+            "warden_logins_total",
+            ("outcome", "limited")
+        )
+        .is_some_and(|n| n >= 1.0),
         "{}",
         families["warden_logins"]
     );
     assert!(
-        sample("warden_http_requests", "warden_http_requests_total", ("route", "/v1/chat/completions"))
-            .is_some_and(|n| n >= 1.0),
+        sample(
+            "warden_http_requests",
+            "warden_http_requests_total",
+            ("route", "/v1/chat/completions")
+        )
+        .is_some_and(|n| n >= 1.0),
         "{}",
         families["warden_http_requests"]
     );
@@ -268,8 +308,18 @@ fn warden_runs_beside_prometheus_a_log_pipeline_and_a_proxy() {
             .unwrap_or_else(|err| panic!("a log line is not JSON ({err}): {line}"));
         assert!(parsed["level"].is_string(), "{line}");
     }
-    assert!(logs.contains(TRACE), "no log line carries the request's trace id:\n{logs}");
-    for secret in [PROMPT, ADMIN_PASSWORD, "wrong-guess-123", METRICS_TOKEN, &token, &viewer] {
+    assert!(
+        logs.contains(TRACE),
+        "no log line carries the request's trace id:\n{logs}"
+    );
+    for secret in [
+        PROMPT,
+        ADMIN_PASSWORD,
+        "wrong-guess-123",
+        METRICS_TOKEN,
+        &token,
+        &viewer,
+    ] {
         assert!(!logs.contains(secret), "the log holds `{secret}`:\n{logs}");
     }
 }
@@ -284,14 +334,21 @@ fn version_names_the_commit_and_audit_rows_cannot_forge_lines() {
         "{version}"
     );
 
-    let server = Server::start(&[]);
+    let data = tempfile::tempdir().expect("temp dir");
+    add_user(data.path(), ADMIN, "admin", ADMIN_PASSWORD);
+    let token = create_token(data.path(), ADMIN);
+    let server = Server::start_in(data.path(), &token, free_port(), &[]);
     let forged = "mallory\n1700000000 admin            user.create              bob";
     let result = ureq::post(&server.url("/api/login"))
         .send_json(json!({"name": forged, "password": "guess-guess-1"}));
     assert_eq!(into_status_and_json(result).0, 401);
-    let data = server.data().to_path_buf();
     drop(server);
-    let output = run(&["audit", "tail", "--data", data.to_str().expect("path")]);
+    let output = run(&[
+        "audit",
+        "tail",
+        "--data",
+        data.path().to_str().expect("path"),
+    ]);
     assert!(output.status.success());
     let text = stdout(&output);
     assert!(text.contains("mallory\\u{000a}1700000000"), "{text}");
