@@ -100,7 +100,13 @@ pub fn make_data_private(dir: &Path) -> std::io::Result<usize> {
         let mut changed = 0;
         let mut pending = vec![dir.to_path_buf()];
         while let Some(path) = pending.pop() {
-            let metadata = std::fs::symlink_metadata(&path)?;
+            // The data folder itself may be a link to where the data lives; nothing inside
+            // it is followed.
+            let metadata = if path == dir {
+                std::fs::metadata(&path)?
+            } else {
+                std::fs::symlink_metadata(&path)?
+            };
             let wanted = if metadata.is_dir() {
                 for entry in std::fs::read_dir(&path)? {
                     pending.push(entry?.path());

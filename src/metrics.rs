@@ -84,6 +84,8 @@ pub struct Metrics {
     kb_sync_duration: Histograms,
     kb_sync_failures: Family<Labels, Counter>,
     logins: Family<Labels, Counter>,
+    /// One render at a time: a render refills the snapshot families.
+    rendering: std::sync::Mutex<()>,
 }
 
 fn seconds_buckets() -> Histogram {
@@ -128,6 +130,7 @@ impl Metrics {
             kb_sync_duration: Family::new_with_constructor(long_seconds_buckets),
             kb_sync_failures: Family::default(),
             logins: Family::default(),
+            rendering: std::sync::Mutex::new(()),
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -138,7 +141,7 @@ impl Metrics {
         );
         r.register(
             "http_request_duration_seconds",
-            "Time to the response head, by route",
+            "Time to the response head, by route and status",
             metrics.http_duration.clone(),
         );
         r.register(
@@ -238,8 +241,9 @@ impl Metrics {
             ("status", status.to_string()),
         ];
         self.http_requests.get_or_create(&labels).inc();
+        let labels = vec![("route", route.to_owned()), ("status", status.to_string())];
         self.http_duration
-            .get_or_create(&vec![("route", route.to_owned())])
+            .get_or_create(&labels)
             .observe(elapsed.as_secs_f64());
     }
 
@@ -309,6 +313,10 @@ impl Metrics {
 
     /// The exposition text, with `snapshot`'s state as of now.
     pub fn render(&self, snapshot: &Snapshot) -> String {
+        let _one_at_a_time = self
+            .rendering
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         self.runs.clear();
         for (kind, status, count) in &snapshot.runs {
             let labels = vec![("kind", kind.clone()), ("status", status.clone())];

@@ -32,7 +32,9 @@ fn next_path_start(text: &str) -> Option<usize> {
     let mut previous: Option<char> = None;
     for (index, c) in text.char_indices() {
         let after_separator = previous.is_none_or(|p| ends_path(p) || matches!(p, '=' | ':'));
-        if after_separator && (c == '/' || c == '.') {
+        // `scheme://host/…` is an address, not a file: its `//` after a colon is kept.
+        let url = previous == Some(':') && text[index..].starts_with("//");
+        if after_separator && !url && (c == '/' || c == '.') {
             return Some(index);
         }
         previous = Some(c);
@@ -76,6 +78,7 @@ mod tests {
             "and/or / either",
             "ratio 1/2 and .5",
             "version 1.2.3",
+            "the server at http://10.0.0.5:8080/v1/models did not answer",
             "",
             "中文 /根/目录 说明",
         ] {

@@ -23,12 +23,17 @@ export function onUnauthorized(handler) {
 /** Names of the readable CSRF cookie: `__Host-` prefixed when the server's cookies are secure. */
 const CSRF_COOKIES = ['__Host-warden_csrf', 'warden_csrf'];
 
-/** The value of the readable CSRF cookie, or null before sign-in. */
+/** The value of the readable CSRF cookie (the `__Host-` one first), or null before sign-in. */
 export function csrfToken() {
+  const values = new Map();
   for (const part of document.cookie.split(';')) {
     const separator = part.indexOf('=');
     if (separator === -1) continue;
-    if (CSRF_COOKIES.includes(part.slice(0, separator).trim())) return decodeURIComponent(part.slice(separator + 1).trim());
+    const name = part.slice(0, separator).trim();
+    if (CSRF_COOKIES.includes(name) && !values.has(name)) values.set(name, decodeURIComponent(part.slice(separator + 1).trim()));
+  }
+  for (const name of CSRF_COOKIES) {
+    if (values.get(name)) return values.get(name);
   }
   return null;
 }

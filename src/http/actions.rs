@@ -14,7 +14,7 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::auth::{Caller, Permission};
+use super::auth::{Caller, Permission, RefusalAudited};
 use super::error::ApiError;
 use super::incidents::audit;
 use super::json::{ApiJson, ApiPath};
@@ -129,7 +129,15 @@ async fn decide(
         Some(detail),
     )
     .await;
-    let decided = decided?;
+    let decided = match decided {
+        Ok(decided) => decided,
+        Err(err) => {
+            // The refusal is audited above, as this action.
+            let mut response = err.into_response();
+            response.extensions_mut().insert(RefusalAudited);
+            return Ok(response);
+        }
+    };
     let mut response = Json(decided.response).into_response();
     if decided.replayed {
         response.headers_mut().insert(

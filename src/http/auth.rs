@@ -113,7 +113,12 @@ pub async fn require_caller(
     let target = format!("{} {}", request.method(), request.uri().path());
     if writes {
         if let Err(refused) = refuse_cross_site(request.headers()) {
-            audit_refusal(&state, UNAUTHENTICATED_ACTOR, "auth.cross_site", &target).await;
+            // Worth a row when it carries someone's credentials (a forged request riding
+            // a signed-in browser); an anonymous one is refused without a write, so
+            // strangers cannot fill the audit log.
+            if let Ok(caller) = authenticate(&state, request.headers()).await {
+                audit_refusal(&state, &caller.user.name, "auth.cross_site", &target).await;
+            }
             return Err(refused);
         }
     }
@@ -132,17 +137,19 @@ pub async fn require_caller(
     let name = caller.user.name.clone();
     request.extensions_mut().insert(caller);
     let response = next.run(request).await;
-    if response.status() == axum::http::StatusCode::FORBIDDEN {
+    let audited = response.extensions().get::<RefusalAudited>().is_some();
+    if response.status() == axum::http::StatusCode::FORBIDDEN && !audited {
         audit_refusal(&state, &name, "auth.forbidden", &target).await;
     }
     Ok(response)
 }
 
-/// The audit actor of a refused request whose sender is not known.
-pub const UNAUTHENTICATED_ACTOR: &str = "(unauthenticated)";
+/// Marks a 403 response whose handler already wrote the refusal's audit row.
+#[derive(Debug, Clone, Copy)]
+pub struct RefusalAudited;
 
 /// Records a refused request (403) in the audit log.
-pub async fn audit_refusal(state: &AppState, actor: &str, action: &str, target: &str) {
+async fn audit_refusal(state: &AppState, actor: &str, action: &str, target: &str) {
     super::session::audit(state, actor, action, Some(target), AuditOutcome::Denied).await;
 }
 

@@ -36,6 +36,8 @@ pub const MAX_NAME_BACKOFF: Duration = Duration::from_secs(300);
 pub const MAX_CONCURRENT_CHECKS: usize = 4;
 /// Entries kept before expired ones are pruned.
 const PRUNE_ABOVE: usize = 10_000;
+/// Expired entries are looked for at most this often.
+const PRUNE_EVERY: Duration = Duration::from_secs(10);
 
 /// Who is trying: the (lower-cased) name and the client address, when known.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -92,6 +94,7 @@ struct Counts {
     pairs: HashMap<LoginKey, Window>,
     addresses: HashMap<Option<IpAddr>, Window>,
     names: HashMap<String, NameRecord>,
+    pruned_at: Option<Instant>,
 }
 
 pub struct LoginLimiter {
@@ -114,30 +117,28 @@ impl LoginLimiter {
     pub fn attempt(&self, key: &LoginKey, now: Instant) -> Result<(), u64> {
         let mut counts = self.lock();
         prune(&mut counts, now);
-        let start = Window {
-            started: now,
-            count: 0,
+        // Look before inserting anything: a refused attempt leaves no new entry behind.
+        let live = |window: Option<&Window>, length| {
+            window
+                .filter(|w| !w.expired(now, length))
+                .copied()
+                .unwrap_or(Window {
+                    started: now,
+                    count: 0,
+                })
         };
-        let pair = *counts
-            .pairs
-            .entry(key.clone())
-            .or_insert(start)
-            .current(now, WINDOW);
+        let pair = live(counts.pairs.get(key), WINDOW);
         if pair.count >= MAX_PAIR_FAILURES {
             return Err(pair.retry_after(now, WINDOW));
         }
-        let address = *counts
-            .addresses
-            .entry(key.address)
-            .or_insert(start)
-            .current(now, WINDOW);
+        let address = live(counts.addresses.get(&key.address), WINDOW);
         if address.count >= MAX_ADDRESS_FAILURES {
             return Err(address.retry_after(now, WINDOW));
         }
         // The name's backoff holds back only addresses that have failed before.
         let address_has_failed = address.count > 0 || pair.count > 0;
-        if let Some(record) = counts.names.get_mut(&key.name) {
-            let failures = record.window.current(now, NAME_WINDOW).count;
+        if let Some(record) = counts.names.get(&key.name) {
+            let failures = live(Some(&record.window), NAME_WINDOW).count;
             if address_has_failed && failures >= FREE_NAME_FAILURES {
                 let wait = backoff(failures);
                 let since = now.saturating_duration_since(record.last_failure);
@@ -146,12 +147,22 @@ impl LoginLimiter {
                 }
             }
         }
-        if let Some(pair) = counts.pairs.get_mut(key) {
-            pair.count += 1;
-        }
-        if let Some(address) = counts.addresses.get_mut(&key.address) {
-            address.count += 1;
-        }
+        let start = Window {
+            started: now,
+            count: 0,
+        };
+        counts
+            .pairs
+            .entry(key.clone())
+            .or_insert(start)
+            .current(now, WINDOW)
+            .count += 1;
+        counts
+            .addresses
+            .entry(key.address)
+            .or_insert(start)
+            .current(now, WINDOW)
+            .count += 1;
         let record = counts.names.entry(key.name.clone()).or_insert(NameRecord {
             window: start,
             last_failure: now,
@@ -206,9 +217,15 @@ fn give_back(counts: &mut Counts, key: &LoginKey) {
 }
 
 fn prune(counts: &mut Counts, now: Instant) {
-    if counts.pairs.len() + counts.addresses.len() + counts.names.len() <= PRUNE_ABOVE {
+    let size = counts.pairs.len() + counts.addresses.len() + counts.names.len();
+    // A scan at most every `PRUNE_EVERY`, not on every attempt of a busy server.
+    let due = counts
+        .pruned_at
+        .is_none_or(|at| now.saturating_duration_since(at) >= PRUNE_EVERY);
+    if size <= PRUNE_ABOVE || !due {
         return;
     }
+    counts.pruned_at = Some(now);
     counts.pairs.retain(|_, w| !w.expired(now, WINDOW));
     counts.addresses.retain(|_, w| !w.expired(now, WINDOW));
     counts

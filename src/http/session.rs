@@ -108,7 +108,7 @@ async fn login(
     headers: HeaderMap,
     ApiJson(request): ApiJson<LoginRequest>,
 ) -> Result<Response, ApiError> {
-    refuse_cross_site_audited(&state, &headers, "/api/login").await?;
+    auth::refuse_cross_site(&headers)?;
     // A name no account can have is never looked up, kept or audited as typed.
     let plausible = !request.name.is_empty()
         && request.name.chars().count() <= MAX_USER_NAME_CHARS
@@ -163,7 +163,7 @@ async fn bootstrap(
     headers: HeaderMap,
     ApiJson(request): ApiJson<BootstrapRequest>,
 ) -> Result<Response, ApiError> {
-    refuse_cross_site_audited(&state, &headers, "/api/bootstrap").await?;
+    auth::refuse_cross_site(&headers)?;
     let store = state.store.clone();
     let BootstrapRequest {
         token,
@@ -204,26 +204,6 @@ async fn logout(
     let mut response = StatusCode::NO_CONTENT.into_response();
     set_cookies(&mut response, &state, None);
     Ok(response)
-}
-
-/// `refuse_cross_site`, with an audit row for a refusal.
-async fn refuse_cross_site_audited(
-    state: &AppState,
-    headers: &HeaderMap,
-    path: &str,
-) -> Result<(), ApiError> {
-    let refused = auth::refuse_cross_site(headers);
-    if refused.is_err() {
-        let target = format!("POST {path}");
-        auth::audit_refusal(
-            state,
-            auth::UNAUTHENTICATED_ACTOR,
-            "auth.cross_site",
-            &target,
-        )
-        .await;
-    }
-    refused
 }
 
 /// Ends the session the browser presented (if any), creates a fresh one, sets cookies.
@@ -271,8 +251,18 @@ fn set_cookies(response: &mut Response, state: &AppState, session: Option<&NewSe
         format!("{session_name}={session_value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}"),
         format!("{csrf_name}={csrf_value}; Path=/; SameSite=Strict; Max-Age={max_age}{secure}"),
     ];
-    for cookie in cookies {
-        if let Ok(value) = HeaderValue::from_str(&cookie) {
+    // Switched to secure cookies: the browser may still hold the old, unprefixed ones,
+    // which would shadow the new CSRF cookie. They are expired.
+    let stale: &[String] = if state.sessions.secure_cookies {
+        &[
+            format!("{SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"),
+            format!("{CSRF_COOKIE}=; Path=/; SameSite=Strict; Max-Age=0"),
+        ]
+    } else {
+        &[]
+    };
+    for cookie in cookies.iter().chain(stale) {
+        if let Ok(value) = HeaderValue::from_str(cookie) {
             response.headers_mut().append(SET_COOKIE, value);
         }
     }

@@ -527,7 +527,44 @@ async fn refused_writes_are_audited() {
     )
     .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
-    let rows = fixture().store.audit_tail(50, None).unwrap();
+    // A browser session writing without its CSRF token.
+    let (_, _, headers) = login(&app, "tester", PASSWORD).await;
+    let session = headers
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|c| c.strip_prefix("warden_session="))
+        .and_then(|rest| rest.split(';').next())
+        .expect("a session cookie")
+        .to_owned();
+    let cookie = format!("warden_session={session}");
+    let (status, _, _) = send_to(
+        &app,
+        Method::POST,
+        "/api/conversations",
+        &[("cookie", &cookie)],
+        Body::empty(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    // An anonymous cross-site write writes no row.
+    let anonymous = [("sec-fetch-site", "cross-site")];
+    let (status, _, _) = send_to(
+        &app,
+        Method::POST,
+        "/api/runs/x/cancel",
+        &anonymous,
+        Body::empty(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let rows = fixture().store.audit_tail(1000, None).unwrap();
+    assert!(rows
+        .iter()
+        .all(|r| r.target.as_deref() != Some("POST /api/runs/x/cancel")));
+    assert!(rows.iter().any(|r| r.action == "auth.csrf"
+        && r.actor == "tester"
+        && r.target.as_deref() == Some("POST /api/conversations")));
     assert!(rows.iter().any(|r| r.action == "auth.forbidden"
         && r.actor == "tester"
         && r.target.as_deref() == Some("POST /api/users")));

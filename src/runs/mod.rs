@@ -9,6 +9,8 @@ mod event_log;
 pub mod events;
 mod executor;
 mod reasoning_filter;
+#[cfg(test)]
+mod tests;
 pub mod turn;
 mod worker;
 

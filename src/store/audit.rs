@@ -197,7 +197,14 @@ pub fn escape_untrusted(text: &str) -> std::borrow::Cow<'_, str> {
 /// Characters that change how a line is shown without being seen: bidirectional embeddings,
 /// overrides and isolates, zero-width marks and joiners, line and paragraph separators.
 fn is_invisible_layout(c: char) -> bool {
-    matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}')
+    matches!(
+        c,
+        '\u{061c}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{2028}'..='\u{202e}'
+            | '\u{2060}'..='\u{2069}'
+            | '\u{feff}'
+    )
 }
 
 fn row_without_detail(row: &Row<'_>) -> rusqlite::Result<AuditRow> {

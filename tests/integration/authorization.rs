@@ -141,6 +141,8 @@ fn every_route_answers_each_kind_of_caller_as_documented() {
     let table = format!(
         "
         GET    /api/me                               200 200 200 200 401 401
+        GET    /healthz                              200 200 200 200 200 200
+        GET    /metrics                              200 403 403 403 401 401
         GET    /v1/models                            200 200 200 200 401 401
         POST   /v1/embeddings                        200 200 200 200 401 401
         GET    /api/conversations                    200 200 200 200 401 401
@@ -209,7 +211,7 @@ fn every_route_answers_each_kind_of_caller_as_documented() {
             Some((method, path, expected))
         })
         .collect();
-    assert_eq!(matrix.len(), 36);
+    assert_eq!(matrix.len(), 38);
     let mut failures = Vec::new();
     for (method, path, expected) in &matrix {
         assert_eq!(expected.len(), EVERYONE.len(), "{method} {path}");
