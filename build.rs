@@ -28,8 +28,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// The commit being built: `WARDEN_COMMIT` if set, else git's short hash (with `-dirty`
-/// when the work tree has changes), else `unknown`.
+/// The commit being built: `WARDEN_COMMIT` if set, else git's short hash, else `unknown`.
 fn commit() -> String {
     println!("cargo:rerun-if-env-changed=WARDEN_COMMIT");
     if let Ok(commit) = std::env::var("WARDEN_COMMIT") {
