@@ -10,6 +10,7 @@ pub mod backends;
 mod direct;
 pub mod history;
 pub mod llm;
+pub mod memory;
 pub mod policy;
 pub mod policy_file;
 mod react;

@@ -25,6 +25,7 @@ mod kb;
 mod kb_access;
 mod kb_sync;
 pub(crate) mod login_limiter;
+mod memory;
 mod metrics;
 mod network;
 mod observe;
@@ -121,6 +122,7 @@ pub fn router(state: AppState) -> Router {
         .merge(kb::routes())
         .merge(session::routes())
         .merge(conversations::routes())
+        .merge(memory::routes())
         .merge(runs::routes())
         .merge(audit::routes())
         .merge(incidents::routes())

@@ -575,6 +575,75 @@ async fn refused_writes_are_audited() {
 }
 
 #[tokio::test]
+async fn a_conversations_memory_is_read_confirmed_and_pruned_by_its_owner_only() {
+    use crate::store::{Conversations, Memory, MemoryKind, NewMemoryItem, Trust};
+    let store = fixture().store.clone();
+    let tester = store.user_by_name("tester").unwrap().id;
+    let conversation = store.create_conversation(tester, "memory", 1).unwrap().id;
+    let turn = store
+        .add_user_message_with_run(tester, &conversation, "my server is db-7", 2)
+        .unwrap();
+    store.complete_turn(&turn.run_id, "Noted.", 3).unwrap();
+    let item = NewMemoryItem {
+        kind: MemoryKind::ResourceRefs,
+        text: "The user's server is db-7.".into(),
+        source_message_id: turn.message_id.clone(),
+        citation_id: None,
+        trust: Trust::UserStated,
+    };
+    store
+        .write_memory(&conversation, 0, &turn.message_id, &[item], 4)
+        .unwrap();
+    let path = format!("/api/conversations/{conversation}/memory");
+    let (status, body) = get(&path).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["version"], 1);
+    let item_id = body["items"][0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(body["items"][0]["kind"], "resource_refs");
+    assert_eq!(body["items"][0]["trust"], "user_stated");
+    assert_eq!(
+        body["items"][0]["source_message_id"],
+        turn.message_id.as_str()
+    );
+    let (status, body) = post_json(&format!("{path}/{item_id}/confirm"), json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["item"]["trust"], "user_confirmed");
+    let (status, body) = post_json(&format!("{path}/{item_id}/confirm"), json!({})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    // Another user sees nothing of it.
+    let viewer = store.create_token("viewer", "memory", 1).unwrap().secret;
+    let auth = format!("Bearer {viewer}");
+    let (status, _, _) = send_to(
+        &router(state()),
+        Method::GET,
+        &path,
+        &[("authorization", &auth)],
+        Body::empty(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = send(
+        Method::DELETE,
+        &format!("{path}/{item_id}"),
+        None,
+        Body::empty(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (_, body) = get(&path).await;
+    assert_eq!(body["items"], json!([]));
+    assert_eq!(body["version"], 3);
+    let (status, _) = send(
+        Method::DELETE,
+        &format!("{path}/{item_id}"),
+        None,
+        Body::empty(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
 async fn failed_logins_are_rate_limited() {
     let app = router(state());
     for _ in 0..crate::http::login_limiter::MAX_PAIR_FAILURES {

@@ -341,6 +341,35 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE runs ADD COLUMN trace_id TEXT;
     ALTER TABLE audit ADD COLUMN trace_id TEXT;
     "#,
+    // 8: structured memory. One state row per conversation with memory: the version a
+    // compaction must name to replace the items (compare-and-set), the newest message the
+    // items cover (raw messages are never deleted), and whether the last compaction was
+    // degraded. Items are of six kinds, each with its source message and trust.
+    r#"
+    CREATE TABLE conversation_memory (
+        conversation_id TEXT PRIMARY KEY REFERENCES conversations(id) ON DELETE CASCADE,
+        version INTEGER NOT NULL CHECK (version >= 0),
+        through_message_id TEXT REFERENCES messages(id),
+        status TEXT NOT NULL CHECK (status IN ('ok', 'degraded')),
+        degraded_reason TEXT,
+        updated_at INTEGER NOT NULL
+    );
+    CREATE TABLE memory_items (
+        id TEXT PRIMARY KEY,
+        conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        kind TEXT NOT NULL CHECK (kind IN ('user_goals', 'confirmed_facts', 'preferences',
+                                           'decisions', 'open_tasks', 'resource_refs')),
+        text TEXT NOT NULL,
+        source_message_id TEXT NOT NULL REFERENCES messages(id),
+        citation_id TEXT,
+        trust TEXT NOT NULL CHECK (trust IN ('user_stated', 'user_confirmed', 'tool_verified',
+                                             'assistant_proposed')),
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        CHECK (kind != 'confirmed_facts' OR trust IN ('user_confirmed', 'tool_verified'))
+    );
+    CREATE INDEX memory_items_conversation ON memory_items(conversation_id, created_at);
+    "#,
 ];
 
 /// The schema version this build creates.
@@ -410,6 +439,7 @@ mod tests {
         "173f134b4c73cdd6297d2ac8a3acba36923b4573af819918d6d6540cb93e3a18",
         "17ab856a594c5c8c187916b8d14d69b99f1b6fa548ed65bc69e0a523f032e695",
         "17ee9b5dd174b87cc8eba7a38d448bf610a6c3197e4a9d7b7a225b0ee41c9be0",
+        "70a4f852d6aa40d60727c1376eee9b25c111390f068b8ac46c35533446fbccb2",
     ];
 
     #[test]

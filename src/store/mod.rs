@@ -16,6 +16,7 @@ mod incidents;
 mod kb_catalog;
 mod ledger;
 mod maintenance;
+mod memory;
 mod migrations;
 mod passwords;
 mod routes;
@@ -64,6 +65,10 @@ pub use kb_catalog::{
 };
 pub use ledger::{ClaimOutcome, LedgerState, SideEffect, ToolClaim, ToolLedger};
 pub use maintenance::HealthCounts;
+pub use memory::{
+    ConversationMemory, Memory, MemoryItem, MemoryKind, MemoryStatus, MemoryWrite, NewMemoryItem,
+    Trust, MAX_MEMORY_CHARS, MAX_MEMORY_ITEMS, MAX_MEMORY_ITEM_CHARS,
+};
 pub use passwords::{MAX_PASSWORD_CHARS, MAX_USER_NAME_CHARS, MIN_PASSWORD_CHARS};
 pub use routes::{RouteRecord, RouteRecords};
 pub use runs::{Event, NewEvent, Run, RunKind, RunStatus, Runs, MAX_EVENTS_PER_READ};

@@ -148,6 +148,9 @@ fn every_route_answers_each_kind_of_caller_as_documented() {
         GET    /api/conversations                    200 200 200 200 401 401
         POST   /api/conversations                    201 201 201 201 401 401
         GET    {conversation_path}                   404 200 404 404 401 401
+        GET    {conversation_path}/memory            404 200 404 404 401 401
+        DELETE {conversation_path}/memory/mem_none   404 404 404 404 401 401
+        POST   {conversation_path}/memory/mem_none/confirm 404 404 404 404 401 401
         POST   {messages_path}                       404 202 404 404 401 401
         GET    {run_path}                            404 200 404 404 401 401
         GET    {events_path}                         404 200 404 404 401 401
@@ -211,7 +214,7 @@ fn every_route_answers_each_kind_of_caller_as_documented() {
             Some((method, path, expected))
         })
         .collect();
-    assert_eq!(matrix.len(), 38);
+    assert_eq!(matrix.len(), 41);
     let mut failures = Vec::new();
     for (method, path, expected) in &matrix {
         assert_eq!(expected.len(), EVERYONE.len(), "{method} {path}");

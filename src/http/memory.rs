@@ -1,0 +1,90 @@
+//! A conversation's structured memory, owner only: read it, remove an item, or confirm an
+//! item the user stated (`user_stated` → `user_confirmed`). Another user's conversation
+//! answers 404 as a missing one does. Every change is audited; an item's text never goes
+//! into the audit row.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use axum::{Json, Router};
+use serde_json::json;
+
+use super::auth::{Caller, Permission};
+use super::error::ApiError;
+use super::json::ApiPath;
+use super::session::audit;
+use super::{blocking, AppState};
+use crate::runs::now_secs;
+use crate::store::{AuditOutcome, ConversationMemory, Memory};
+
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/conversations/{id}/memory", get(read))
+        .route("/api/conversations/{id}/memory/{item}", delete(remove))
+        .route(
+            "/api/conversations/{id}/memory/{item}/confirm",
+            post(confirm),
+        )
+}
+
+async fn read(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Response, ApiError> {
+    caller.require(Permission::Chat)?;
+    let (store, owner) = (state.store.clone(), caller.user.id);
+    let memory = blocking(move || Ok(store.memory(owner, &id)?)).await?;
+    Ok(Json(memory_json(&memory)).into_response())
+}
+
+async fn remove(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath((id, item)): ApiPath<(String, String)>,
+) -> Result<Response, ApiError> {
+    caller.require(Permission::Chat)?;
+    let (store, owner, target) = (state.store.clone(), caller.user.id, item.clone());
+    blocking(move || Ok(store.delete_memory_item(owner, &id, &item, now_secs())?)).await?;
+    audit(
+        &state,
+        &caller.user.name,
+        "memory.delete",
+        Some(&target),
+        AuditOutcome::Success,
+    )
+    .await;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+async fn confirm(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath((id, item)): ApiPath<(String, String)>,
+) -> Result<Response, ApiError> {
+    caller.require(Permission::Chat)?;
+    let (store, owner, target) = (state.store.clone(), caller.user.id, item.clone());
+    let confirmed =
+        blocking(move || Ok(store.confirm_memory_item(owner, &id, &item, now_secs())?)).await?;
+    audit(
+        &state,
+        &caller.user.name,
+        "memory.confirm",
+        Some(&target),
+        AuditOutcome::Success,
+    )
+    .await;
+    Ok(Json(json!({ "item": confirmed })).into_response())
+}
+
+/// The memory as the API shows it.
+fn memory_json(memory: &ConversationMemory) -> serde_json::Value {
+    json!({
+        "version": memory.version,
+        "through_message_id": memory.through_message_id,
+        "status": memory.status,
+        "degraded_reason": memory.degraded_reason,
+        "items": memory.items,
+    })
+}
