@@ -149,6 +149,15 @@ function describe(row) {
     case 'run.failed':
     case 'run.degraded':
       return ['timeline.plain', { text: text(data.reason) }];
+    case 'context.prepared': {
+      const used = ['system', 'tools', 'memory', 'history', 'question', 'reserved_output']
+        .reduce((sum, part) => sum + (typeof data[part] === 'number' ? data[part] : 0), 0);
+      return ['timeline.context', {
+        used, window: text(data.window), system: text(data.system), tools: text(data.tools),
+        memory: text(data.memory), history: text(data.history), turns: text(data.turns_sent),
+        question: text(data.question), reserved: text(data.reserved_output),
+      }];
+    }
     case 'route.decided': {
       const confidence = typeof data.confidence === 'number' ? ` ${Math.round(data.confidence * 100)}%` : '';
       const flags = Array.isArray(data.flags) && data.flags.length > 0 ? ` [${data.flags.map(text).join(', ')}]` : '';

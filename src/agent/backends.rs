@@ -31,6 +31,8 @@ pub trait ChatModel: Send + Sync {
     fn submit(&self, request: ChatRequest) -> Result<Box<dyn ModelStream>, EngineError>;
     /// The model's context window in tokens, as loaded.
     fn context_length(&self) -> usize;
+    /// How many of the model's tokens `text` is.
+    fn count_tokens(&self, text: &str) -> usize;
 }
 
 /// Hybrid search over the knowledge bases a caller may read.
@@ -54,6 +56,10 @@ impl ChatModel for EngineChatModel {
 
     fn context_length(&self) -> usize {
         self.0.info().context_length
+    }
+
+    fn count_tokens(&self, text: &str) -> usize {
+        self.0.count_tokens(text)
     }
 }
 

@@ -8,7 +8,7 @@
 mod answer_stream;
 pub mod backends;
 mod direct;
-pub mod history;
+pub mod envelope;
 pub mod llm;
 pub mod memory;
 pub mod policy;
@@ -28,6 +28,7 @@ use std::time::Instant;
 use serde_json::json;
 
 use backends::{ChatModel, KnowledgeSearch};
+use envelope::{Envelope, EnvelopeInput, Pressure};
 use policy::{ExecutionPolicy, Mode, PolicyConfig};
 use router::{Intent, Route, RouteSource};
 use safety::SafetyLimits;
@@ -41,7 +42,7 @@ use crate::runs::{
     TurnOutcome, TurnSink, TurnStop,
 };
 use crate::store::{
-    AccessControl, Audit, AuditEntry, AuditOutcome, RouteRecord, RouteRecords, Store,
+    AccessControl, Audit, AuditEntry, AuditOutcome, Memory, RouteRecord, RouteRecords, Store,
 };
 
 /// The agent's settings, validated once.
@@ -49,8 +50,8 @@ use crate::store::{
 pub struct AgentConfig {
     pub policy: PolicyConfig,
     pub safety: SafetyLimits,
-    /// Characters of earlier turns a prompt may hold (whole turns only).
-    pub history_chars: usize,
+    /// Tokens of earlier turns a prompt may hold (whole turns only, at most six).
+    pub history_tokens: usize,
     /// Folder of skill files (`*.md` with name/description front matter).
     pub skills_dir: PathBuf,
     /// Let the model explain a direct read's facts in one extra call (failure keeps the
@@ -66,7 +67,7 @@ impl Default for AgentConfig {
         Self {
             policy: PolicyConfig::default(),
             safety: SafetyLimits::DEFAULT,
-            history_chars: 6_000,
+            history_tokens: 2_048,
             skills_dir: PathBuf::from("kb/skills"),
             explain_direct_reads: false,
             max_answer_tokens: 512,
@@ -168,6 +169,8 @@ pub(crate) struct TurnCore<'a> {
     /// The masked question: what models see.
     pub question: String,
     pub history: Vec<ChatMessage>,
+    /// Structured memory, framed as data (part of the system prompt).
+    pub memory: Option<String>,
     pub language: Language,
     pub seed: u64,
     pub usage: RunUsage,
@@ -184,6 +187,10 @@ impl TurnCore<'_> {
         if !self.skills.is_empty() {
             prompt.push_str("\n\nSkills (load one with load_skill when it fits the task):\n");
             prompt.push_str(&self.skills.listing());
+        }
+        if let Some(memory) = &self.memory {
+            prompt.push_str("\n\n");
+            prompt.push_str(memory);
         }
         prompt
     }
@@ -257,11 +264,8 @@ impl TurnHandler for Agent {
             config: &self.config,
             skills: &self.skills,
             question: screened.for_model.clone(),
-            history: history::recent_turns(
-                &input.history,
-                history::MAX_HISTORY_TURNS,
-                self.config.history_chars,
-            ),
+            history: Vec::new(),
+            memory: None,
             language: Language::of(&input.question),
             seed: seed_of(&input.run_id),
             usage: RunUsage {
@@ -269,6 +273,10 @@ impl TurnHandler for Agent {
                 completion_tokens: 0,
             },
             catalog_text: String::new(),
+        };
+        let envelope = match self.prepare_context(&mut core) {
+            Ok(envelope) => envelope,
+            Err(outcome) => return Ok(outcome),
         };
         let route = self.route(&mut core, flags)?;
         let policy = ExecutionPolicy::compile(&route, &self.config.policy, started);
@@ -291,6 +299,9 @@ impl TurnHandler for Agent {
             Err(missing) => return Ok(TurnOutcome::Failed(missing.to_string())),
         };
         core.catalog_text = catalog.describe();
+        let mut tokens = envelope.tokens;
+        tokens.tools = self.model.count_tokens(&core.catalog_text);
+        core.sink.emit(RunEvent::ContextPrepared(tokens))?;
         let question = core.question.clone();
         let readable = self.readable_kbs(input);
         let context = ToolContext {
@@ -323,6 +334,58 @@ impl TurnHandler for Agent {
 }
 
 impl Agent {
+    /// Prepares the turn's context envelope: memory framed as data, the newest whole
+    /// earlier turns that memory does not cover and the budgets allow. A turn whose fixed
+    /// parts do not fit the window is refused with a clear reason, never cut silently.
+    fn prepare_context(&self, core: &mut TurnCore<'_>) -> Result<Envelope, TurnOutcome> {
+        let input = core.input;
+        let memory = self.store.memory(input.owner_id, &input.conversation_id);
+        let (memory_text, covered_through) = match &memory {
+            Ok(memory) => (
+                memory::prompt_part(&memory.items),
+                memory.through_message_id.clone(),
+            ),
+            Err(err) => {
+                tracing::warn!(run = %input.run_id, "memory unavailable, answering without it: {err}");
+                (None, None)
+            }
+        };
+        let uncovered = match &covered_through {
+            Some(through) => match input.history.iter().position(|m| &m.id == through) {
+                Some(at) => &input.history[at + 1..],
+                None => &input.history[..],
+            },
+            None => &input.history[..],
+        };
+        let system = core.system_prompt();
+        let envelope = envelope::prepare(
+            &EnvelopeInput {
+                system_prompt: &system,
+                tools: "",
+                memory: memory_text.as_deref(),
+                history: uncovered,
+                question: &core.question,
+                reserved_output: self.config.max_answer_tokens,
+                history_budget: self.config.history_tokens,
+                window: self.model.context_length(),
+            },
+            &|text| self.model.count_tokens(text),
+        );
+        if envelope.pressure == Pressure::Overflow {
+            return Err(TurnOutcome::Failed(format!(
+                "this message and the answer it needs ({} tokens) do not fit the model's                  {}-token context window; shorten the message or start a new conversation",
+                envelope.tokens.total(),
+                envelope.tokens.window
+            )));
+        }
+        if envelope.pressure != Pressure::Comfortable {
+            tracing::debug!(run = %input.run_id, pressure = ?envelope.pressure, "context window filling up");
+        }
+        core.history = envelope.history.clone();
+        core.memory = memory_text;
+        Ok(envelope)
+    }
+
     /// The stored route of a resumed run, or a new one: rules first, then the classifier,
     /// then the chat fallback.
     fn route(&self, core: &mut TurnCore<'_>, flags: Vec<String>) -> Result<Route, TurnStop> {

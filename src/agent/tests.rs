@@ -79,6 +79,11 @@ impl ChatModel for ScriptedModel {
     fn context_length(&self) -> usize {
         8192
     }
+
+    /// About four characters a token, as English text runs.
+    fn count_tokens(&self, text: &str) -> usize {
+        text.chars().count().div_ceil(4)
+    }
 }
 
 struct FixedSearch(Vec<&'static str>);
@@ -276,8 +281,33 @@ fn a_knowledge_question_retrieves_first_and_cites_real_passages() {
     assert_eq!(model.calls(), 1);
     let seen = types(&events);
     assert_eq!(
-        &seen[..3],
-        ["route.decided", "tool.started", "tool.completed"]
+        &seen[..4],
+        [
+            "route.decided",
+            "context.prepared",
+            "tool.started",
+            "tool.completed"
+        ]
+    );
+    let context = events
+        .iter()
+        .find_map(|e| match e {
+            RunEvent::ContextPrepared(tokens) => Some(*tokens),
+            _ => None,
+        })
+        .expect("the envelope's parts are recorded");
+    assert_eq!(context.window, 8192);
+    assert_eq!(
+        context.reserved_output,
+        AgentConfig::default().max_answer_tokens
+    );
+    assert!(
+        context.system > 0 && context.tools > 0 && context.question > 0,
+        "{context:?}"
+    );
+    assert_eq!(
+        (context.history, context.turns_sent, context.memory),
+        (0, 0, 0)
     );
     assert!(seen.contains(&"citation"));
     for event in &events {
@@ -597,4 +627,21 @@ fn a_search_past_its_deadline_answers_timeout_and_the_run_goes_on() {
         panic!("{outcome:?}")
     };
     assert!(answer.citations.is_empty());
+}
+
+#[test]
+fn a_turn_that_cannot_fit_the_window_is_refused_before_any_model_call() {
+    let f = fixture();
+    let model = ScriptedModel::new(&[]);
+    let config = AgentConfig {
+        max_answer_tokens: 8_000,
+        ..AgentConfig::default()
+    };
+    let search = Arc::new(FixedSearch(vec![]));
+    let (outcome, _) = turn_configured(&f, model.clone(), search, "what is a deadlock?", config);
+    let TurnOutcome::Failed(reason) = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert!(reason.contains("8192-token context window"), "{reason}");
+    assert_eq!(model.calls(), 0);
 }

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use super::error::{EngineError, Result};
+use super::tokenizer::TextTokenizer;
 use super::types::{ChatRequest, Embeddings, GenerationEvent, ModelInfo};
 
 /// A queued chat job: the request, where to send its events, and its cancel flag.
@@ -28,13 +29,30 @@ pub(crate) struct EmbedJob {
 pub struct ChatModelHandle {
     info: Arc<ModelInfo>,
     queue: flume::Sender<ChatJob>,
+    /// The model's own tokenizer (shared, read-only), to count tokens without the thread.
+    tokenizer: Arc<TextTokenizer>,
 }
 
 impl ChatModelHandle {
-    pub(crate) fn new(info: ModelInfo, queue: flume::Sender<ChatJob>) -> Self {
+    pub(crate) fn new(
+        info: ModelInfo,
+        queue: flume::Sender<ChatJob>,
+        tokenizer: Arc<TextTokenizer>,
+    ) -> Self {
         Self {
             info: Arc::new(info),
             queue,
+            tokenizer,
+        }
+    }
+
+    /// How many of the model's tokens `text` is (as message content: special-token text
+    /// is counted as the plain text it is).
+    pub fn count_tokens(&self, text: &str) -> usize {
+        match self.tokenizer.encode(text, false) {
+            Ok(ids) => ids.len(),
+            // Never undercount: a byte is at most one token.
+            Err(_) => text.len(),
         }
     }
 

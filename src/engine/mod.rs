@@ -104,6 +104,14 @@ pub fn tokenize_with_model(
     Ok(ids)
 }
 
+/// A small real tokenizer (`tests/data/spm_vocab.gguf`) for handles built in tests.
+#[cfg(test)]
+pub(crate) fn test_tokenizer() -> Arc<tokenizer::TextTokenizer> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/spm_vocab.gguf");
+    let gguf = gguf::GgufFile::open(&path).expect("tests/data/spm_vocab.gguf opens");
+    Arc::new(tokenizer::TextTokenizer::load(&gguf).expect("the test vocabulary loads"))
+}
+
 /// A model that failed to load, with the reason; the others keep serving.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct LoadFailure {

@@ -32,8 +32,8 @@ pub fn spawn_chat(
     std::thread::Builder::new()
         .name(format!("chat-{}", spec.id))
         .spawn(move || match load_chat(&spec, max_context, limits) {
-            Ok((runtime, info)) => {
-                let _ = ready.send(Ok(info));
+            Ok((runtime, info, tokenizer)) => {
+                let _ = ready.send(Ok((info, tokenizer)));
                 serve_chat(runtime, jobs, &spec.id, &metrics);
             }
             Err(err) => {
@@ -41,17 +41,17 @@ pub fn spawn_chat(
             }
         })
         .map_err(|e| EngineError::Inference(format!("cannot start model thread: {e}")))?;
-    let info = ready_rx
+    let (info, tokenizer) = ready_rx
         .recv()
         .map_err(|_| EngineError::WorkerGone(String::new()))??;
-    Ok(ChatModelHandle::new(info, queue))
+    Ok(ChatModelHandle::new(info, queue, tokenizer))
 }
 
 fn load_chat(
     spec: &ModelSpec,
     max_context: usize,
     limits: OutputLimits,
-) -> Result<(ChatRuntime, ModelInfo)> {
+) -> Result<(ChatRuntime, ModelInfo, Arc<TextTokenizer>)> {
     let gguf = GgufFile::open(&spec.path)?;
     let tokenizer = Arc::new(TextTokenizer::load(&gguf)?);
     let token_text = |id: Option<u64>| {
@@ -70,7 +70,7 @@ fn load_chat(
             reason: e.to_string(),
         })?;
     let (model, architecture) = models::load(gguf, &device::select(), max_context)?;
-    let runtime = ChatRuntime::new(model, tokenizer, template, limits)?;
+    let runtime = ChatRuntime::new(model, tokenizer.clone(), template, limits)?;
     let info = ModelInfo {
         id: spec.id.clone(),
         kind: ModelKind::Chat,
@@ -79,7 +79,7 @@ fn load_chat(
         path: spec.path.display().to_string(),
         dimensions: None,
     };
-    Ok((runtime, info))
+    Ok((runtime, info, tokenizer))
 }
 
 fn serve_chat(

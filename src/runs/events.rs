@@ -7,9 +7,10 @@ use serde_json::{json, Value};
 
 /// Every public event type, in the order a run usually emits them. The UI, the CLI bench
 /// and replay know exactly these.
-pub const EVENT_TYPES: [&str; 15] = [
+pub const EVENT_TYPES: [&str; 16] = [
     "run.started",
     "run.resumed",
+    "context.prepared",
     "route.decided",
     "tool.started",
     "tool.completed",
@@ -33,6 +34,32 @@ pub const TERMINAL_EVENT_TYPES: [&str; 3] = ["run.completed", "run.failed", "run
 pub struct RunUsage {
     pub prompt_tokens: usize,
     pub completion_tokens: usize,
+}
+
+/// What a turn's context envelope holds, in the chat model's tokens per part: what the
+/// run timeline shows of it (never the text itself).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ContextTokens {
+    pub system: usize,
+    pub tools: usize,
+    pub memory: usize,
+    /// The earlier turns sent.
+    pub history: usize,
+    pub question: usize,
+    pub reserved_output: usize,
+    pub window: usize,
+    pub turns_sent: usize,
+    /// Earlier turns not sent (beyond six, or past the history's budget).
+    pub turns_left_out: usize,
+    /// Tokens of every earlier message memory does not cover, sent or not.
+    pub uncovered_history: usize,
+}
+
+impl ContextTokens {
+    /// Everything the call would take of the window.
+    pub fn total(&self) -> usize {
+        self.system + self.tools + self.memory + self.history + self.question + self.reserved_output
+    }
 }
 
 /// How the agent routed the message: public, auditable fields only (no reasoning).
@@ -90,6 +117,8 @@ pub enum RunEvent {
         attempt: i64,
         resumed_chars: usize,
     },
+    /// The turn's context envelope, in tokens per part.
+    ContextPrepared(ContextTokens),
     /// The route and execution mode the agent chose.
     RouteDecided(RoutePublic),
     /// A tool call began (its name only: arguments may hold secrets).
@@ -153,6 +182,7 @@ impl RunEvent {
         match self {
             RunEvent::Started { .. } => "run.started",
             RunEvent::Resumed { .. } => "run.resumed",
+            RunEvent::ContextPrepared(_) => "context.prepared",
             RunEvent::RouteDecided(_) => "route.decided",
             RunEvent::ToolStarted { .. } => "tool.started",
             RunEvent::ToolCompleted { .. } => "tool.completed",
@@ -177,6 +207,7 @@ impl RunEvent {
                 attempt,
                 resumed_chars,
             } => json!({ "attempt": attempt, "resumed_chars": resumed_chars }),
+            RunEvent::ContextPrepared(tokens) => json!(tokens),
             RunEvent::RouteDecided(route) => json!(route),
             RunEvent::ToolStarted { call_id, name } => json!({ "call_id": call_id, "name": name }),
             RunEvent::ToolCompleted {

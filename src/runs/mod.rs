@@ -20,7 +20,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use bus::{EventBus, Subscription};
 pub use event_log::EventLog;
-pub use events::{CitationPublic, ConfirmationPublic, RoutePublic, RunEvent, RunUsage};
+pub use events::{
+    CitationPublic, ConfirmationPublic, ContextTokens, RoutePublic, RunEvent, RunUsage,
+};
 pub use reasoning_filter::ReasoningFilter;
 pub use turn::{
     DiagnosticHandler, DiagnosticInput, DiagnosticOutcome, OutcomeKind, TurnAnswer, TurnHandler,

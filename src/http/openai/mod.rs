@@ -111,7 +111,7 @@ pub(crate) mod test_support {
             path: String::new(),
             dimensions: None,
         };
-        let handle = ChatModelHandle::new(info, queue);
+        let handle = ChatModelHandle::new(info, queue, crate::engine::test_tokenizer());
         let stream = handle
             .submit(ChatRequest::default())
             .expect("the queue has room");
