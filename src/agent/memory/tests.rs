@@ -1,3 +1,7 @@
+//! Validation of compaction output: trust derived from the source, structural violations
+//! refusing the whole output, injected instructions, credentials and safety state dropped,
+//! and memory framed as data on its way into a prompt.
+
 use serde_json::json;
 
 use super::*;

@@ -1,3 +1,7 @@
+//! Memory items through the store: compare-and-set versions (a stale or racing write never
+//! lands), the trust rule of `confirmed_facts`, sources from this conversation only, size
+//! bounds, the user's confirm and delete bumping the version, and degraded compactions.
+
 use std::sync::{Arc, Barrier};
 
 use super::*;
