@@ -66,8 +66,42 @@ pub struct Envelope {
     pub pressure: Pressure,
 }
 
-/// Prepares the envelope, counting text with `count`.
-pub fn prepare(input: &EnvelopeInput<'_>, count: &dyn Fn(&str) -> usize) -> Envelope {
+/// Token counts of stored messages, kept once counted: messages never change, so a turn
+/// counts only the messages added since the last one (bounded; forgotten all at once when
+/// full).
+#[derive(Default)]
+pub struct MessageTokens {
+    counts: std::sync::Mutex<std::collections::HashMap<String, usize>>,
+}
+
+/// Messages whose counts are kept before the cache starts afresh.
+const MAX_COUNTED_MESSAGES: usize = 100_000;
+
+impl MessageTokens {
+    /// The tokens of `message`'s content, counted with `count` the first time.
+    pub fn of(&self, message: &Message, count: &dyn Fn(&str) -> usize) -> usize {
+        let mut counts = self
+            .counts
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(&known) = counts.get(&message.id) {
+            return known;
+        }
+        if counts.len() >= MAX_COUNTED_MESSAGES {
+            counts.clear();
+        }
+        let counted = count(&message.content);
+        counts.insert(message.id.clone(), counted);
+        counted
+    }
+}
+
+/// Prepares the envelope, counting text with `count` and stored messages through `known`.
+pub fn prepare(
+    input: &EnvelopeInput<'_>,
+    count: &dyn Fn(&str) -> usize,
+    known: &MessageTokens,
+) -> Envelope {
     let message = |text: &str| count(text) + MESSAGE_OVERHEAD_TOKENS;
     let mut tokens = ContextTokens {
         system: message(input.system_prompt),
@@ -87,7 +121,11 @@ pub fn prepare(input: &EnvelopeInput<'_>, count: &dyn Fn(&str) -> usize) -> Enve
     let turns = group_turns(input.history);
     let costs: Vec<usize> = turns
         .iter()
-        .map(|turn| turn.iter().map(|m| message(&m.content)).sum())
+        .map(|turn| {
+            turn.iter()
+                .map(|m| known.of(m, count) + MESSAGE_OVERHEAD_TOKENS)
+                .sum()
+        })
         .collect();
     tokens.uncovered_history = costs.iter().sum();
     // The newest whole turns that fit the history's budget and what the fixed parts leave.
@@ -195,7 +233,7 @@ mod tests {
     #[test]
     fn whole_turns_newest_first_at_most_six_with_every_part_counted() {
         let history = conversation(10, 10);
-        let envelope = prepare(&input(&history, 10_000), &words);
+        let envelope = prepare(&input(&history, 10_000), &words, &MessageTokens::default());
         assert_eq!(envelope.history.len(), 12, "six turns of two messages");
         assert_eq!(envelope.tokens.turns_sent, 6);
         assert_eq!(envelope.tokens.turns_left_out, 4);
@@ -212,7 +250,7 @@ mod tests {
         let mut gapped = conversation(2, 3);
         gapped.insert(2, message(2, MessageRole::User, "retry"));
         gapped.retain(|m| !(m.turn == 2 && m.content != "retry"));
-        let envelope = prepare(&input(&gapped, 10_000), &words);
+        let envelope = prepare(&input(&gapped, 10_000), &words, &MessageTokens::default());
         let texts: Vec<&str> = envelope
             .history
             .iter()
@@ -226,7 +264,7 @@ mod tests {
         let mut history = conversation(3, 10);
         history.push(message(4, MessageRole::User, &vec!["big"; 500].join(" ")));
         history.push(message(4, MessageRole::Assistant, "ok"));
-        let envelope = prepare(&input(&history, 600), &words);
+        let envelope = prepare(&input(&history, 600), &words, &MessageTokens::default());
         // The newest turn alone is over the history budget: nothing older is sent past it.
         assert_eq!(envelope.tokens.turns_sent, 0);
         assert!(envelope.history.is_empty());
@@ -235,7 +273,29 @@ mod tests {
         let history = conversation(10, 10);
         let mut budgeted = input(&history, 10_000);
         budgeted.history_budget = 2 * 2 * (10 + MESSAGE_OVERHEAD_TOKENS);
-        assert_eq!(prepare(&budgeted, &words).tokens.turns_sent, 2);
+        assert_eq!(
+            prepare(&budgeted, &words, &MessageTokens::default())
+                .tokens
+                .turns_sent,
+            2
+        );
+    }
+
+    #[test]
+    fn a_message_is_counted_once() {
+        let history = conversation(3, 4);
+        let calls = std::cell::Cell::new(0);
+        let counting = |text: &str| {
+            calls.set(calls.get() + 1);
+            words(text)
+        };
+        let known = MessageTokens::default();
+        let first = prepare(&input(&history, 10_000), &counting, &known);
+        let after_first = calls.get();
+        let second = prepare(&input(&history, 10_000), &counting, &known);
+        assert_eq!(first, second);
+        // Only the system prompt, tools and question are counted again.
+        assert_eq!(calls.get() - after_first, after_first - history.len());
     }
 
     #[test]
@@ -249,7 +309,7 @@ mod tests {
         ];
         for (turns, expected) in cases {
             let history = conversation(turns, 3);
-            let envelope = prepare(&input(&history, window), &words);
+            let envelope = prepare(&input(&history, window), &words, &MessageTokens::default());
             let share =
                 (fixed(&envelope) + envelope.tokens.uncovered_history) as f64 / window as f64;
             assert_eq!(envelope.pressure, expected, "{turns} turns: {share:.2}");
@@ -258,6 +318,9 @@ mod tests {
         let history = conversation(1, 3);
         let mut tight = input(&history, 1_000);
         tight.reserved_output = 950;
-        assert_eq!(prepare(&tight, &words).pressure, Pressure::Overflow);
+        assert_eq!(
+            prepare(&tight, &words, &MessageTokens::default()).pressure,
+            Pressure::Overflow
+        );
     }
 }

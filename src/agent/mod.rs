@@ -89,6 +89,8 @@ pub struct Agent {
     registry: Registry,
     skills: Skills,
     config: AgentConfig,
+    /// Token counts of stored messages, counted once.
+    message_tokens: envelope::MessageTokens,
 }
 
 impl Agent {
@@ -125,6 +127,7 @@ impl Agent {
             registry: Registry::default(),
             skills,
             config,
+            message_tokens: envelope::MessageTokens::default(),
         }
     }
 }
@@ -370,6 +373,7 @@ impl Agent {
                 window: self.model.context_length(),
             },
             &|text| self.model.count_tokens(text),
+            &self.message_tokens,
         );
         if envelope.pressure == Pressure::Overflow {
             return Err(TurnOutcome::Failed(format!(

@@ -32,6 +32,8 @@ pub enum BenchCommand {
     },
     /// Concurrent conversations against a server started for the run: runs/s, TTFT, RSS.
     Serve(super::bench_serve::ServeBenchArgs),
+    /// Context envelope build time and tokens per part for 10, 100 and 300 turns.
+    Context(super::bench_context::ContextBenchArgs),
     /// Sentences per second of the embedding model.
     Embed {
         #[arg(long)]
@@ -55,6 +57,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
             sentences, models, ..
         } => embed(sentences, &models)?,
         BenchCommand::Serve(args) => return super::bench_serve::run(args),
+        BenchCommand::Context(args) => return super::bench_context::run(args),
     };
     println!("{report}");
     Ok(ExitCode::SUCCESS)

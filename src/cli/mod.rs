@@ -5,6 +5,7 @@
 mod accounts;
 mod ask;
 mod bench;
+mod bench_context;
 mod bench_serve;
 mod diagnose;
 mod eval;
