@@ -196,12 +196,47 @@ impl Memory for Store {
                     "a conversation's memory holds at most {MAX_MEMORY_ITEMS} items"
                 )));
             }
-            t.execute(
-                "DELETE FROM memory_items WHERE conversation_id = ?1 AND trust != 'user_confirmed'",
-                [conversation_id],
-            )?;
+            // An item written again unchanged keeps its id and age; the rest is replaced.
+            let mut unchanged = Vec::new();
             for item in items {
-                insert_item(t, conversation_id, item, now)?;
+                let same: Option<String> = t
+                    .query_row(
+                        "SELECT id FROM memory_items
+                         WHERE conversation_id = ?1 AND trust != 'user_confirmed' AND kind = ?2
+                           AND text = ?3 AND source_message_id = ?4 AND trust = ?5
+                           AND citation_id IS ?6",
+                        params![
+                            conversation_id,
+                            item.kind,
+                            item.text,
+                            item.source_message_id,
+                            item.trust,
+                            item.citation_id
+                        ],
+                        |r| r.get(0),
+                    )
+                    .optional()?;
+                let same = same.filter(|id| !unchanged.iter().flatten().any(|u| u == id));
+                unchanged.push(same);
+            }
+            let kept_ids: Vec<&str> = unchanged.iter().flatten().map(String::as_str).collect();
+            let mut stale_rows = t.prepare(
+                "SELECT id FROM memory_items WHERE conversation_id = ?1 AND trust != 'user_confirmed'",
+            )?;
+            let stale: Vec<String> = stale_rows
+                .query_map([conversation_id], |r| r.get(0))?
+                .collect::<rusqlite::Result<Vec<String>>>()?
+                .into_iter()
+                .filter(|id| !kept_ids.contains(&id.as_str()))
+                .collect();
+            drop(stale_rows);
+            for id in &stale {
+                t.execute("DELETE FROM memory_items WHERE id = ?1", [id])?;
+            }
+            for (item, same) in items.iter().zip(&unchanged) {
+                if same.is_none() {
+                    insert_item(t, conversation_id, item, now)?;
+                }
             }
             let version = current + 1;
             t.execute(

@@ -370,6 +370,25 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX memory_items_conversation ON memory_items(conversation_id, created_at);
     "#,
+    // 9: background compaction jobs. One row per conversation under a stable id: queued
+    // when its context fills up, claimed under a lease (a job whose holder died is claimed
+    // again), retried at most three times, then failed until scheduled anew.
+    r#"
+    CREATE TABLE compaction_jobs (
+        id TEXT PRIMARY KEY,
+        conversation_id TEXT NOT NULL UNIQUE REFERENCES conversations(id) ON DELETE CASCADE,
+        owner_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+        status TEXT NOT NULL CHECK (status IN ('queued', 'running', 'done', 'failed')),
+        attempts INTEGER NOT NULL CHECK (attempts >= 0),
+        holder TEXT,
+        lease_until INTEGER,
+        not_before INTEGER NOT NULL,
+        last_error TEXT,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL
+    );
+    CREATE INDEX compaction_jobs_queue ON compaction_jobs(status, not_before);
+    "#,
 ];
 
 /// The schema version this build creates.
@@ -440,6 +459,7 @@ mod tests {
         "17ab856a594c5c8c187916b8d14d69b99f1b6fa548ed65bc69e0a523f032e695",
         "17ee9b5dd174b87cc8eba7a38d448bf610a6c3197e4a9d7b7a225b0ee41c9be0",
         "70a4f852d6aa40d60727c1376eee9b25c111390f068b8ac46c35533446fbccb2",
+        "5e6c276b8645391c75117152ee11369a94b0d9d1bbbfc6aa86e2c1567923e5f8",
     ];
 
     #[test]

@@ -10,6 +10,7 @@ mod access;
 mod accounts;
 mod actions;
 mod audit;
+mod compactions;
 mod conversations;
 mod diagnostics;
 mod incidents;
@@ -47,6 +48,9 @@ pub use actions::{
 pub use audit::{
     escape_untrusted, Audit, AuditEntry, AuditFilter, AuditOutcome, AuditPage, AuditRow,
     MAX_AUDIT_ROWS_PER_READ, SYSTEM_ACTOR,
+};
+pub use compactions::{
+    compaction_job_id, CompactionJob, CompactionJobs, CompactionStatus, MAX_COMPACTION_ATTEMPTS,
 };
 pub use conversations::{
     new_message_id, CompletedTurn, Conversation, ConversationCursor, ConversationPage,

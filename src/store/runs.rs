@@ -134,6 +134,8 @@ pub trait Runs {
         event: &NewEvent<'_>,
         now: i64,
     ) -> Result<Option<i64>>;
+    /// How many runs of any owner are queued or running.
+    fn active_runs(&self) -> Result<u64>;
     /// Puts every running run whose lease has expired back to `queued`; returns their ids.
     fn reclaim_expired(&self, now: i64) -> Result<Vec<String>>;
     /// Appends an event with the run's next seq and returns it. `Conflict` once the run
@@ -160,6 +162,17 @@ pub trait Runs {
 }
 
 impl Runs for Store {
+    fn active_runs(&self) -> Result<u64> {
+        self.read(|c| {
+            let active: i64 = c.query_row(
+                "SELECT COUNT(*) FROM runs WHERE status IN ('queued', 'running')",
+                [],
+                |r| r.get(0),
+            )?;
+            Ok(active as u64)
+        })
+    }
+
     fn run(&self, owner: i64, id: &str) -> Result<Run> {
         self.read(|c| {
             c.query_row(

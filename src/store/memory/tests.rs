@@ -301,3 +301,45 @@ fn a_degraded_compaction_keeps_the_items_and_says_so() {
         Some(f.user_message.as_str())
     );
 }
+
+#[test]
+fn an_item_written_again_unchanged_keeps_its_id_and_age() {
+    let f = fixture();
+    let kept = item(
+        MemoryKind::ResourceRefs,
+        Trust::UserStated,
+        &f.user_message,
+        "server db-7",
+    );
+    let gone = item(
+        MemoryKind::Decisions,
+        Trust::AssistantProposed,
+        &f.assistant_message,
+        "use db-7",
+    );
+    f.store
+        .write_memory(
+            &f.conversation,
+            0,
+            &f.user_message,
+            &[kept.clone(), gone],
+            10,
+        )
+        .unwrap();
+    let before = f.store.memory(f.owner, &f.conversation).unwrap();
+    let new = item(
+        MemoryKind::OpenTasks,
+        Trust::UserStated,
+        &f.user_message,
+        "check db-7 backups",
+    );
+    f.store
+        .write_memory(&f.conversation, 1, &f.assistant_message, &[kept, new], 20)
+        .unwrap();
+    let after = f.store.memory(f.owner, &f.conversation).unwrap();
+    let texts: Vec<&str> = after.items.iter().map(|i| i.text.as_str()).collect();
+    assert_eq!(texts, ["server db-7", "check db-7 backups"]);
+    assert_eq!(after.items[0].id, before.items[0].id);
+    assert_eq!(after.items[0].created_at, 10);
+    assert_eq!(after.items[1].created_at, 20);
+}
