@@ -33,6 +33,10 @@ pub trait ChatModel: Send + Sync {
     fn context_length(&self) -> usize;
     /// How many of the model's tokens `text` is.
     fn count_tokens(&self, text: &str) -> usize;
+    /// Requests waiting for the model (background work yields while there are any).
+    fn queued(&self) -> usize {
+        0
+    }
 }
 
 /// Hybrid search over the knowledge bases a caller may read.
@@ -60,6 +64,10 @@ impl ChatModel for EngineChatModel {
 
     fn count_tokens(&self, text: &str) -> usize {
         self.0.count_tokens(text)
+    }
+
+    fn queued(&self) -> usize {
+        self.0.queued() as usize
     }
 }
 

@@ -1,7 +1,7 @@
 //! What may become structured memory, and how memory is shown to a model. A compaction's
 //! output is produced under a JSON schema (`compaction_schema`), then validated here in
 //! code before anything is written: the field whitelist, the six kinds, sources among the
-//! messages compacted, and size limits — a violation makes the whole output invalid (the
+//! messages compacted (by their number in the prompt), and size limits — a violation makes the whole output invalid (the
 //! compaction is degraded, nothing is written). The model never chooses an item's trust:
 //! code derives it from the source (what the user said is `user_stated`, what the
 //! assistant said `assistant_proposed`, an item citing a passage that message cited
@@ -24,14 +24,19 @@ use crate::store::{
     MAX_MEMORY_ITEM_CHARS,
 };
 
-/// Most items one compaction may propose.
-pub const MAX_PROPOSED_ITEMS: usize = 16;
+/// Most items one compaction call may propose.
+pub const MAX_PROPOSED_ITEMS: usize = 4;
+/// Longest text the model may propose for an item (short sentences; the stored limit is
+/// `MAX_MEMORY_ITEM_CHARS`).
+pub const MAX_PROPOSED_ITEM_CHARS: usize = 120;
 
 /// A message a compaction covers, as the validator knows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceMessage {
     pub id: String,
     pub role: MessageRole,
+    /// What the model was shown of the message (masked): what an item must be grounded in.
+    pub text: String,
     /// Citation ids the message's answer carried (chunk ids): what `tool_verified` may name.
     pub citations: Vec<String>,
 }
@@ -48,9 +53,10 @@ pub struct ValidatedMemory {
     pub dropped: usize,
 }
 
-/// The JSON schema a compaction's output is generated under; `source_ids` are the ids of
-/// the messages it covers.
-pub fn compaction_schema(source_ids: &[String]) -> Value {
+/// The JSON schema a compaction's output is generated under, for `sources` messages shown
+/// to the model as `[1]` to `[sources]`: an item names its message by that number (short
+/// for the model to read and write; the code maps it back to the message's id).
+pub fn compaction_schema(sources: usize) -> Value {
     json!({
         "type": "object",
         "additionalProperties": false,
@@ -62,11 +68,11 @@ pub fn compaction_schema(source_ids: &[String]) -> Value {
                 "items": {
                     "type": "object",
                     "additionalProperties": false,
-                    "required": ["kind", "text", "source_message_id"],
+                    "required": ["kind", "text", "source"],
                     "properties": {
                         "kind": {"type": "string", "enum": MemoryKind::ALL.iter().map(|k| k.as_str()).collect::<Vec<_>>()},
-                        "text": {"type": "string", "minLength": 1, "maxLength": MAX_MEMORY_ITEM_CHARS},
-                        "source_message_id": {"type": "string", "enum": source_ids},
+                        "text": {"type": "string", "minLength": 1, "maxLength": MAX_PROPOSED_ITEM_CHARS},
+                        "source": {"type": "integer", "minimum": 1, "maximum": sources.max(1)},
                         "citation_id": {"type": "string", "maxLength": 64}
                     }
                 }
@@ -126,7 +132,7 @@ fn parse_item(
     let object = value
         .as_object()
         .ok_or_else(|| invalid("an item is not an object"))?;
-    const FIELDS: [&str; 4] = ["kind", "text", "source_message_id", "citation_id"];
+    const FIELDS: [&str; 4] = ["kind", "text", "source", "citation_id"];
     if object.keys().any(|k| !FIELDS.contains(&k.as_str())) {
         return Err(invalid("an item has a field outside the whitelist"));
     }
@@ -138,10 +144,11 @@ fn parse_item(
         .map(|t| t.split_whitespace().collect::<Vec<_>>().join(" "))
         .filter(|t| !t.is_empty() && t.chars().count() <= MAX_MEMORY_ITEM_CHARS)
         .ok_or_else(|| invalid("an item's text is empty or too long"))?;
-    let source_id = text_of("source_message_id").unwrap_or("");
-    let source = sources
-        .iter()
-        .find(|s| s.id == source_id)
+    let source = object
+        .get("source")
+        .and_then(Value::as_u64)
+        .and_then(|n| usize::try_from(n).ok()?.checked_sub(1))
+        .and_then(|at| sources.get(at))
         .ok_or_else(|| invalid("an item names a message it was not given"))?;
     let citation_id = match object.get("citation_id") {
         None | Some(Value::Null) => None,
@@ -156,6 +163,12 @@ fn parse_item(
         None if source.role == MessageRole::Assistant => Trust::AssistantProposed,
         None => return Ok(None),
     };
+    // A text the source does not bear out is the model's own proposal, whoever it names.
+    let trust = if trust != Trust::AssistantProposed && !grounded(&text, &source.text) {
+        Trust::AssistantProposed
+    } else {
+        trust
+    };
     if kind == MemoryKind::ConfirmedFacts && trust != Trust::ToolVerified {
         return Ok(None);
     }
@@ -166,6 +179,65 @@ fn parse_item(
         citation_id,
         trust,
     }))
+}
+
+/// Share of an item's content words its source must contain to be attributed to it.
+const GROUNDED_SHARE: f64 = 0.6;
+
+/// Words that carry no content of their own (a paraphrase may add them freely).
+const FILLER_WORDS: &[&str] = &[
+    "the", "and", "for", "are", "was", "were", "that", "this", "with", "has", "have", "had",
+    "user", "users", "user's", "our", "your", "you", "they", "them", "their", "its", "will",
+    "should", "wants", "want", "said", "says", "stated", "his", "her", "from", "into", "about",
+];
+
+/// Whether most of `text`'s content words (Han characters one by one) occur in `source`.
+pub fn grounded(text: &str, source: &str) -> bool {
+    let source = source.to_lowercase();
+    let source_words: HashSet<&str> = words(&source).collect();
+    let mut total = 0usize;
+    let mut found = 0usize;
+    for word in words(&text.to_lowercase()) {
+        if is_han(word) {
+            total += 1;
+            found += usize::from(source.contains(word));
+        } else if word.chars().count() >= 3 && !FILLER_WORDS.contains(&word) {
+            total += 1;
+            found += usize::from(source_words.contains(word));
+        }
+    }
+    total == 0 || found as f64 >= total as f64 * GROUNDED_SHARE
+}
+
+/// The words of lowercased `text`: runs of letters, digits and `-_.'` inside a word, and
+/// each Han character alone.
+fn words(text: &str) -> impl Iterator<Item = &str> {
+    let mut pieces = Vec::new();
+    let mut start = None;
+    for (at, c) in text.char_indices() {
+        let han = ('\u{4e00}'..='\u{9fff}').contains(&c);
+        let inner = c.is_alphanumeric() || (start.is_some() && matches!(c, '-' | '_' | '.' | '\''));
+        if han || !inner {
+            if let Some(from) = start.take() {
+                pieces.push(text[from..at].trim_end_matches(['.', '-', '\'']));
+            }
+            if han {
+                pieces.push(&text[at..at + c.len_utf8()]);
+            }
+        } else if start.is_none() {
+            start = Some(at);
+        }
+    }
+    if let Some(from) = start {
+        pieces.push(text[from..].trim_end_matches(['.', '-', '\'']));
+    }
+    pieces.into_iter().filter(|p| !p.is_empty())
+}
+
+fn is_han(word: &str) -> bool {
+    word.chars()
+        .next()
+        .is_some_and(|c| ('\u{4e00}'..='\u{9fff}').contains(&c))
 }
 
 /// Why `text` may not be memory, if it may not.

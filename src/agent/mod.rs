@@ -7,10 +7,12 @@
 
 mod answer_stream;
 pub mod backends;
+pub mod compaction;
 mod direct;
 pub mod envelope;
 pub mod llm;
 pub mod memory;
+mod memory_rules;
 pub mod policy;
 pub mod policy_file;
 mod react;
@@ -38,11 +40,12 @@ use tools::{Catalog, Registry, ToolContext};
 
 use crate::engine::{ChatMessage, Role};
 use crate::runs::{
-    now_secs, OutcomeKind, RoutePublic, RunEvent, RunUsage, TurnAnswer, TurnHandler, TurnInput,
-    TurnOutcome, TurnSink, TurnStop,
+    now_secs, CompactionWorker, OutcomeKind, RoutePublic, RunEvent, RunUsage, TurnAnswer,
+    TurnHandler, TurnInput, TurnOutcome, TurnSink, TurnStop,
 };
 use crate::store::{
-    AccessControl, Audit, AuditEntry, AuditOutcome, Memory, RouteRecord, RouteRecords, Store,
+    AccessControl, Audit, AuditEntry, AuditOutcome, CompactionJobs, Memory, RouteRecord,
+    RouteRecords, Store,
 };
 
 /// The agent's settings, validated once.
@@ -91,6 +94,10 @@ pub struct Agent {
     config: AgentConfig,
     /// Token counts of stored messages, counted once.
     message_tokens: envelope::MessageTokens,
+    /// Compacts before a call when the window is nearly full.
+    compactor: compaction::Compactor,
+    /// The background compaction worker, woken when a compaction is scheduled.
+    compactions: Option<CompactionWorker>,
 }
 
 impl Agent {
@@ -120,6 +127,14 @@ impl Agent {
         config: AgentConfig,
     ) -> Self {
         let skills = Skills::load(&config.skills_dir);
+        let compactor = compaction::Compactor::new(
+            store.clone(),
+            model.clone(),
+            compaction::CompactionSettings::for_window(
+                model.context_length(),
+                config.history_tokens,
+            ),
+        );
         Self {
             store,
             model,
@@ -128,8 +143,24 @@ impl Agent {
             skills,
             config,
             message_tokens: envelope::MessageTokens::default(),
+            compactor,
+            compactions: None,
         }
     }
+
+    /// Schedules background compactions on `worker` when a conversation's context fills up
+    /// (without one they are only scheduled; the next start runs them).
+    pub fn with_compactions(mut self, worker: CompactionWorker) -> Self {
+        self.compactions = Some(worker);
+        self
+    }
+}
+
+/// Why a turn's context could not be prepared.
+enum Unprepared {
+    /// The turn ends with this outcome (it cannot fit the window).
+    Refused(TurnOutcome),
+    Stopped(TurnStop),
 }
 
 /// The language an answer's fixed phrases use.
@@ -238,7 +269,6 @@ impl TurnCore<'_> {
 
 impl TurnHandler for Agent {
     fn handle(&self, input: &TurnInput, sink: &mut dyn TurnSink) -> Result<TurnOutcome, TurnStop> {
-        let started = Instant::now();
         let screened = match safety::screen(&input.question, &self.config.safety) {
             Ok(screened) => screened,
             Err(err) => return Ok(TurnOutcome::Failed(err.to_string())),
@@ -279,8 +309,11 @@ impl TurnHandler for Agent {
         };
         let envelope = match self.prepare_context(&mut core) {
             Ok(envelope) => envelope,
-            Err(outcome) => return Ok(outcome),
+            Err(Unprepared::Refused(outcome)) => return Ok(outcome),
+            Err(Unprepared::Stopped(stop)) => return Err(stop),
         };
+        // A compaction before the call does not spend the answer's time budget.
+        let started = Instant::now();
         let route = self.route(&mut core, flags)?;
         let policy = ExecutionPolicy::compile(&route, &self.config.policy, started);
         let record =
@@ -338,9 +371,37 @@ impl TurnHandler for Agent {
 
 impl Agent {
     /// Prepares the turn's context envelope: memory framed as data, the newest whole
-    /// earlier turns that memory does not cover and the budgets allow. A turn whose fixed
-    /// parts do not fit the window is refused with a clear reason, never cut silently.
-    fn prepare_context(&self, core: &mut TurnCore<'_>) -> Result<Envelope, TurnOutcome> {
+    /// earlier turns that memory does not cover and the budgets allow. Past 85% of the
+    /// window older turns are compacted into memory first; past 60% a background
+    /// compaction is scheduled. A turn whose fixed parts do not fit the window is refused
+    /// with a clear reason, never cut silently.
+    fn prepare_context(&self, core: &mut TurnCore<'_>) -> Result<Envelope, Unprepared> {
+        let mut envelope = self.build_envelope(core);
+        if envelope.pressure == Pressure::CompactNow {
+            self.compact_now(core)?;
+            envelope = self.build_envelope(core);
+        }
+        let input = core.input;
+        match envelope.pressure {
+            Pressure::Overflow => {
+                return Err(Unprepared::Refused(TurnOutcome::Failed(format!(
+                    "this message and the answer it needs ({} tokens) do not fit the model's \
+                     {}-token context window; shorten the message or start a new conversation",
+                    envelope.tokens.total(),
+                    envelope.tokens.window
+                ))))
+            }
+            Pressure::ScheduleCompaction | Pressure::CompactNow => {
+                self.schedule_compaction(input);
+            }
+            Pressure::Comfortable => {}
+        }
+        Ok(envelope)
+    }
+
+    /// The envelope from the memory and messages as stored now; sets the turn's history
+    /// and memory from it.
+    fn build_envelope(&self, core: &mut TurnCore<'_>) -> Envelope {
         let input = core.input;
         let memory = self.store.memory(input.owner_id, &input.conversation_id);
         let (memory_text, covered_through) = match &memory {
@@ -360,6 +421,7 @@ impl Agent {
             },
             None => &input.history[..],
         };
+        core.memory = None;
         let system = core.system_prompt();
         let envelope = envelope::prepare(
             &EnvelopeInput {
@@ -375,19 +437,59 @@ impl Agent {
             &|text| self.model.count_tokens(text),
             &self.message_tokens,
         );
-        if envelope.pressure == Pressure::Overflow {
-            return Err(TurnOutcome::Failed(format!(
-                "this message and the answer it needs ({} tokens) do not fit the model's                  {}-token context window; shorten the message or start a new conversation",
-                envelope.tokens.total(),
-                envelope.tokens.window
-            )));
-        }
-        if envelope.pressure != Pressure::Comfortable {
-            tracing::debug!(run = %input.run_id, pressure = ?envelope.pressure, "context window filling up");
-        }
         core.history = envelope.history.clone();
         core.memory = memory_text;
-        Ok(envelope)
+        envelope
+    }
+
+    /// Compacts older turns before the call; a failure leaves memory as it was and the
+    /// turn goes on with the history that fits (the run says it was degraded).
+    fn compact_now(&self, core: &mut TurnCore<'_>) -> Result<(), Unprepared> {
+        let input = core.input;
+        let compacted = self
+            .compactor
+            .compact(input.owner_id, &input.conversation_id, core.sink);
+        match compacted {
+            Ok(done) => {
+                tracing::info!(run = %input.run_id, covered = done.covered_messages, items = done.items, "compacted before the call");
+                if let Some(reason) = &done.degraded {
+                    core.degrade(&format!("memory compaction degraded: {reason}"))
+                        .map_err(Unprepared::Stopped)?;
+                }
+                core.sink
+                    .emit(RunEvent::MemoryCompacted {
+                        covered_messages: done.covered_messages,
+                        items: done.items,
+                        version: done.version,
+                        degraded: done.degraded,
+                    })
+                    .map_err(Unprepared::Stopped)
+            }
+            Err(compaction::CompactionError::Stopped(stop)) => Err(Unprepared::Stopped(stop)),
+            Err(err) => {
+                tracing::warn!(run = %input.run_id, "compaction before the call failed: {err}");
+                core.degrade("memory compaction failed; older turns are left out of the prompt")
+                    .map_err(Unprepared::Stopped)
+            }
+        }
+    }
+
+    /// Queues the conversation's background compaction and wakes its worker.
+    fn schedule_compaction(&self, input: &TurnInput) {
+        match self
+            .store
+            .schedule_compaction(input.owner_id, &input.conversation_id, now_secs())
+        {
+            Ok(queued) => {
+                if queued {
+                    tracing::debug!(run = %input.run_id, "background compaction scheduled");
+                }
+                if let Some(worker) = &self.compactions {
+                    worker.wake();
+                }
+            }
+            Err(err) => tracing::warn!(run = %input.run_id, "cannot schedule a compaction: {err}"),
+        }
     }
 
     /// The stored route of a resumed run, or a new one: rules first, then the classifier,
@@ -511,5 +613,7 @@ fn seed_of(run_id: &str) -> u64 {
     u64::from_str_radix(&digest[..16], 16).unwrap_or(0)
 }
 
+#[cfg(test)]
+mod test_support;
 #[cfg(test)]
 mod tests;

@@ -10,7 +10,8 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::DataFlags;
-use crate::agent::backends::{EngineChatModel, KnowledgeSearch, LibrarySearch};
+use crate::agent::backends::{ChatModel, EngineChatModel, KnowledgeSearch, LibrarySearch};
+use crate::agent::compaction::{CompactionSettings, Compactor};
 use crate::agent::policy::PolicyConfig;
 use crate::agent::{Agent, AgentConfig};
 use crate::config::{AlertFlags, KbRootFlags, ModelFlags, QuotaFlags, RetrievalFlags, ServeConfig};
@@ -21,7 +22,7 @@ use crate::http::{
 };
 use crate::metrics::Metrics;
 use crate::retrieval::{AddedBy, Library, RetrievalConfig, RetrievalError};
-use crate::runs::{EventBus, RunConfig, RunService, RunWorkers};
+use crate::runs::{CompactionWorker, EventBus, RunConfig, RunService, RunWorkers};
 use crate::store::{AccessControl, Accounts, Reader, Role, Store};
 
 /// The knowledge base the sample folder becomes.
@@ -264,17 +265,21 @@ fn start_runs(
         ..RunConfig::default()
     };
     let knowledge = library.map(|l| Arc::new(LibrarySearch(l)) as Arc<dyn KnowledgeSearch>);
-    let agent = Agent::new(
+    let chat_model: Arc<dyn ChatModel> = Arc::new(EngineChatModel(chat.clone()));
+    let agent_config = AgentConfig {
+        policy: agent_policy(args.agent_policy.as_deref())?,
+        skills_dir: args.sample_kb.join("skills"),
+        max_answer_tokens: args.max_answer_tokens as usize,
+        ..AgentConfig::default()
+    };
+    let compactor = Compactor::new(
         store.clone(),
-        Arc::new(EngineChatModel(chat.clone())),
-        knowledge.clone(),
-        AgentConfig {
-            policy: agent_policy(args.agent_policy.as_deref())?,
-            skills_dir: args.sample_kb.join("skills"),
-            max_answer_tokens: args.max_answer_tokens as usize,
-            ..AgentConfig::default()
-        },
+        chat_model.clone(),
+        CompactionSettings::for_window(chat_model.context_length(), agent_config.history_tokens),
     );
+    let compactions = CompactionWorker::start(store.clone(), Arc::new(compactor));
+    let agent = Agent::new(store.clone(), chat_model, knowledge.clone(), agent_config)
+        .with_compactions(compactions);
     let playbooks_dir = args.sample_kb.join("playbooks");
     let books = Playbooks::load(&playbooks_dir).with_context(|| {
         format!(

@@ -1,4 +1,5 @@
-//! A conversation's structured memory, owner only: read it, remove an item, or confirm an
+//! A conversation's structured memory, owner only: read it (with its background
+//! compaction job: status, attempts, last error), remove an item, or confirm an
 //! item the user stated (`user_stated` → `user_confirmed`). Another user's conversation
 //! answers 404 as a missing one does. Every change is audited; an item's text never goes
 //! into the audit row.
@@ -16,7 +17,7 @@ use super::json::ApiPath;
 use super::session::audit;
 use super::{blocking, AppState};
 use crate::runs::now_secs;
-use crate::store::{AuditOutcome, ConversationMemory, Memory};
+use crate::store::{AuditOutcome, CompactionJob, CompactionJobs, ConversationMemory, Memory};
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
@@ -35,8 +36,12 @@ async fn read(
 ) -> Result<Response, ApiError> {
     caller.require(Permission::Chat)?;
     let (store, owner) = (state.store.clone(), caller.user.id);
-    let memory = blocking(move || Ok(store.memory(owner, &id)?)).await?;
-    Ok(Json(memory_json(&memory)).into_response())
+    let (memory, job) = blocking(move || {
+        let memory = store.memory(owner, &id)?;
+        Ok((memory, store.compaction_job(&id)?))
+    })
+    .await?;
+    Ok(Json(memory_json(&memory, job.as_ref())).into_response())
 }
 
 async fn remove(
@@ -78,13 +83,14 @@ async fn confirm(
     Ok(Json(json!({ "item": confirmed })).into_response())
 }
 
-/// The memory as the API shows it.
-fn memory_json(memory: &ConversationMemory) -> serde_json::Value {
+/// The memory as the API shows it, with its background compaction job if it had one.
+fn memory_json(memory: &ConversationMemory, job: Option<&CompactionJob>) -> serde_json::Value {
     json!({
         "version": memory.version,
         "through_message_id": memory.through_message_id,
         "status": memory.status,
         "degraded_reason": memory.degraded_reason,
         "items": memory.items,
+        "compaction": job,
     })
 }

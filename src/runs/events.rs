@@ -119,6 +119,15 @@ pub enum RunEvent {
     },
     /// The turn's context envelope, in tokens per part.
     ContextPrepared(ContextTokens),
+    /// The context was near the window, so older turns were compacted into memory before
+    /// the call: how many messages memory newly covers, how many items it holds, its
+    /// version, and why it was degraded if it was.
+    MemoryCompacted {
+        covered_messages: usize,
+        items: usize,
+        version: i64,
+        degraded: Option<String>,
+    },
     /// The route and execution mode the agent chose.
     RouteDecided(RoutePublic),
     /// A tool call began (its name only: arguments may hold secrets).
@@ -183,6 +192,7 @@ impl RunEvent {
             RunEvent::Started { .. } => "run.started",
             RunEvent::Resumed { .. } => "run.resumed",
             RunEvent::ContextPrepared(_) => "context.prepared",
+            RunEvent::MemoryCompacted { .. } => "memory.compacted",
             RunEvent::RouteDecided(_) => "route.decided",
             RunEvent::ToolStarted { .. } => "tool.started",
             RunEvent::ToolCompleted { .. } => "tool.completed",
@@ -208,6 +218,15 @@ impl RunEvent {
                 resumed_chars,
             } => json!({ "attempt": attempt, "resumed_chars": resumed_chars }),
             RunEvent::ContextPrepared(tokens) => json!(tokens),
+            RunEvent::MemoryCompacted {
+                covered_messages,
+                items,
+                version,
+                degraded,
+            } => json!({
+                "covered_messages": covered_messages, "items": items, "version": version,
+                "degraded": degraded,
+            }),
             RunEvent::RouteDecided(route) => json!(route),
             RunEvent::ToolStarted { call_id, name } => json!({ "call_id": call_id, "name": name }),
             RunEvent::ToolCompleted {

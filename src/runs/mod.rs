@@ -5,6 +5,7 @@
 //! followers. Reaches data only through `store` traits; never touches axum or models.
 
 mod bus;
+mod compactions;
 mod event_log;
 pub mod events;
 mod executor;
@@ -19,6 +20,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use bus::{EventBus, Subscription};
+pub use compactions::{Compact, CompactionWorker};
 pub use event_log::EventLog;
 pub use events::{
     CitationPublic, ConfirmationPublic, ContextTokens, RoutePublic, RunEvent, RunUsage,
