@@ -121,6 +121,22 @@ export function postMessage(conversationId, content) {
   return request('POST', `/api/conversations/${encodeURIComponent(conversationId)}/messages`, { body: { content } });
 }
 
+/** A conversation's memory: {version, through_message_id, status, degraded_reason, items, compaction}. */
+export function getMemory(conversationId) {
+  return request('GET', `/api/conversations/${encodeURIComponent(conversationId)}/memory`);
+}
+
+/** Removes one memory item (204). */
+export function removeMemoryItem(conversationId, itemId) {
+  return request('DELETE', `/api/conversations/${encodeURIComponent(conversationId)}/memory/${encodeURIComponent(itemId)}`);
+}
+
+/** Confirms an item the user stated; resolves to the item, now `user_confirmed` (409 for any other). */
+export async function confirmMemoryItem(conversationId, itemId) {
+  const data = await request('POST', `/api/conversations/${encodeURIComponent(conversationId)}/memory/${encodeURIComponent(itemId)}/confirm`);
+  return data?.item ?? data;
+}
+
 export function getRun(id) {
   return request('GET', `/api/runs/${encodeURIComponent(id)}`);
 }

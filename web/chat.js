@@ -1,15 +1,18 @@
-// The conversation pane: the messages of the open conversation, the composer, and the live
-// answer while a run streams. It owns the run lifecycle on the page — posting a message,
-// following the run's events, re-attaching to a run that is still going after a reload,
-// turning the live bubble into the stored answer exactly once, and showing why a run failed.
-// What the agent did besides writing (route, tools, cards, confirmations, citations) is drawn
-// by agent.js from the live events, or for stored answers from a replay of their run.
+// The conversation pane: the open conversation's header (its title and the memory toggle), its
+// messages, the composer, and the live answer while a run streams. It owns the run lifecycle
+// on the page — posting a message, following the run's events, re-attaching to a run that is
+// still going after a reload, turning the live bubble into the stored answer exactly once, and
+// showing why a run failed. What the agent did besides writing (route, tools, cards,
+// confirmations, citations) is drawn by agent.js from the live events, or for stored answers
+// from a replay of their run. The conversation's memory is memory.js's panel; this pane tells
+// it which conversation is open and when a run ended, and scrolls to a memory's source message.
 
 import { AGENT_EVENTS, createAnswerView } from './agent.js';
 import * as api from './api.js';
 import { h, uniqueId } from './dom.js';
 import { bindAttr, bindText, bindTime } from './i18n.js';
 import { renderMarkdown } from './markdown.js';
+import { createMemoryPanel } from './memory.js';
 import { followRun, replayRun } from './stream.js';
 import { createTimeline } from './timeline.js';
 
@@ -21,6 +24,8 @@ const STICK_TO_BOTTOM_PX = 120;
 /** Tallest the composer grows before it scrolls. */
 const MAX_COMPOSER_PX = 240;
 const SUGGESTION_KEYS = ['suggest.disk', 'suggest.nginx', 'suggest.lock'];
+/** How long a message the memory panel jumped to stays highlighted. */
+const HIGHLIGHT_MS = 2000;
 
 /** Creates the conversation pane. `onActivity` is told when the conversation list changed. */
 export function createChatView({ onActivity }) {
@@ -42,13 +47,21 @@ class ChatView {
     bindAttr(this.scroller, 'aria-label', 'chat.log_label');
     this.banner = h('div', { className: 'banner', hidden: true, attrs: { role: 'alert' } });
     this.buildComposer();
-    this.element = h('main', { className: 'chat' }, this.scroller, this.banner, this.composer);
+    this.memory = createMemoryPanel({ showMessage: (id) => this.showMessage(id) });
+    this.title = h('h2', { className: 'chat-title', testid: 'chat-title' });
+    this.header = h('header', { className: 'chat-header', hidden: true }, this.title, this.memory.toggle);
+    this.highlight = null;
+    // The panel comes right after its toggle for keyboard order; style.css docks it on the right.
+    this.element = h('main', { className: 'chat' }, this.header,
+      h('div', { className: 'chat-body' }, this.memory.element,
+        h('div', { className: 'chat-column' }, this.scroller, this.banner, this.composer)));
   }
 
   /** Opens a conversation by id, or the empty "new chat" state for null. */
   async show(id, { allowRefetch = true } = {}) {
     this.reset();
     this.conversationId = id === null ? null : String(id);
+    this.setHeader(this.conversationId, null);
     if (id === null) {
       this.thread.replaceChildren(this.emptyState());
       return;
@@ -61,6 +74,7 @@ class ChatView {
     } catch (error) {
       if (mine !== this.generation) return;
       this.thread.replaceChildren();
+      this.setHeader(null, null);
       this.showError(error);
       return;
     }
@@ -75,6 +89,45 @@ class ChatView {
   /** Stops streaming and forgets the open conversation (on sign-out). */
   dispose() {
     this.reset();
+    this.memory.dispose();
+  }
+
+  /** Shows the header (title and memory toggle) of an open conversation; hides it for null. */
+  setHeader(id, title) {
+    this.header.hidden = id === null;
+    this.memory.setConversation(id);
+    if (typeof title === 'string' && title.trim()) {
+      delete this.title.dataset.i18n;
+      this.title.textContent = title;
+    } else if (title !== null) {
+      bindText(this.title, 'nav.untitled');
+    } else {
+      this.title.replaceChildren();
+    }
+  }
+
+  /**
+   * Scrolls to the drawn message with this id and highlights it for a moment; false when it
+   * is not on the page (the memory panel then says so).
+   */
+  showMessage(id) {
+    const target = [...this.thread.querySelectorAll('[data-testid="message"]')].find((element) => element.dataset.messageId === String(id));
+    if (!target) return false;
+    if (this.highlight) {
+      clearTimeout(this.highlight.timer);
+      this.highlight.element.classList.remove('is-highlighted');
+    }
+    const smooth = !window.matchMedia('(prefers-reduced-motion: reduce)').matches;
+    target.scrollIntoView({ block: 'center', behavior: smooth ? 'smooth' : 'auto' });
+    target.classList.add('is-highlighted');
+    target.setAttribute('tabindex', '-1');
+    target.focus({ preventScroll: true });
+    const highlight = { element: target, timer: setTimeout(() => {
+      target.classList.remove('is-highlighted');
+      if (this.highlight === highlight) this.highlight = null;
+    }, HIGHLIGHT_MS) };
+    this.highlight = highlight;
+    return true;
   }
 
   reset() {
@@ -95,6 +148,7 @@ class ChatView {
   // --- Drawing stored messages -------------------------------------------------------------
 
   renderConversation(conversation, mine, allowRefetch) {
+    this.setHeader(this.conversationId, typeof conversation.title === 'string' ? conversation.title : '');
     const messages = conversation.messages ?? [];
     const answeredTurns = new Set(messages.filter((m) => m.role === 'assistant').map((m) => m.turn));
     const runOfTurn = new Map(messages.filter((m) => m.run_id).map((m) => [m.turn, m.run_id]));
@@ -211,6 +265,7 @@ class ChatView {
         const created = await api.createConversation(titleFrom(content));
         if (mine !== this.generation) return;
         this.conversationId = String(created.id);
+        this.setHeader(this.conversationId, typeof created.title === 'string' ? created.title : titleFrom(content));
         // app.js sees that this id is already open and does not reload it.
         window.location.hash = `#/c/${encodeURIComponent(created.id)}`;
       }
@@ -363,6 +418,7 @@ class ChatView {
       this.becomeNotice(live, outcome, event.data.reason);
     }
     this.onActivity();
+    this.memory.refresh(); // The run may have remembered something, or compacted older messages.
   }
 
   becomeStored(live, stored) {

@@ -10,7 +10,7 @@ import { runEventsUrl } from './api.js';
 export const TERMINAL_EVENTS = new Set(['run.completed', 'run.failed', 'run.cancelled']);
 /** The closed set of public run event types (an EventSource only reports named types it is asked for). */
 export const RUN_EVENT_TYPES = [
-  'run.started', 'run.resumed', 'context.prepared', 'route.decided', 'tool.started', 'tool.completed', 'citation', 'card',
+  'run.started', 'run.resumed', 'context.prepared', 'memory.compacted', 'route.decided', 'tool.started', 'tool.completed', 'citation', 'card',
   'confirmation.required', 'clarification.needed', 'run.degraded', 'message.delta', 'diagnostic.node',
   ...TERMINAL_EVENTS,
 ];

@@ -158,6 +158,9 @@ function describe(row) {
         question: text(data.question), reserved: text(data.reserved_output),
       }];
     }
+    case 'memory.compacted':
+      if (typeof data.degraded === 'string' && data.degraded !== '') return ['timeline.memory_degraded', { reason: text(data.degraded) }];
+      return ['timeline.memory', { covered: text(data.covered_messages), items: text(data.items) }];
     case 'route.decided': {
       const confidence = typeof data.confidence === 'number' ? ` ${Math.round(data.confidence * 100)}%` : '';
       const flags = Array.isArray(data.flags) && data.flags.length > 0 ? ` [${data.flags.map(text).join(', ')}]` : '';

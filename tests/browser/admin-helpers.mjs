@@ -1,5 +1,5 @@
-// Helpers of the administration screens' browser tests (admin.test.mjs,
-// admin-knowledge.test.mjs): one Chromium and one mock server per file, pages that collect
+// Helpers of the mock-backed browser tests (admin.test.mjs, admin-knowledge.test.mjs,
+// memory.test.mjs): one Chromium and one mock server per file, pages that collect
 // console errors, CSP violations and uncaught errors, sign-in, waiting for text, and the
 // checks that hostile text stayed inert and that every bound string was translated.
 

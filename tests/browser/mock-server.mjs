@@ -21,6 +21,8 @@
 // public steps (the scenarios of mock-diagnostics.mjs, one per incident) `diagnosticStepMs`
 // apart, and the operator otto / operator-horse may start them as admins do. Administration
 // (knowledge bases, sync, search, passages, users, groups, tokens, audit): mock-admin.mjs.
+// Conversation memory (`GET …/memory`, `DELETE …/memory/{item}`, `POST …/confirm`; a first
+// message with [[memory]] seeds items): mock-memory.mjs.
 
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
@@ -29,6 +31,7 @@ import { extname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { adminState, handleAdmin, stopAdmin } from './mock-admin.mjs';
 import { diagnosticScenario, mockIncidents } from './mock-diagnostics.mjs';
+import { handleMemory, memoryState } from './mock-memory.mjs';
 
 export const CONTENT_SECURITY_POLICY = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'";
 
@@ -107,6 +110,7 @@ function newState({ bootstrap, user, password }) {
     diagnosticStepMs: DIAGNOSTIC_STEP_MS,
     nextId: 1,
     bootstrapToken: null,
+    ...memoryState(),
   };
   if (bootstrap) {
     state.bootstrapToken = randomToken();
@@ -196,6 +200,8 @@ async function handle(state, options, request, response) {
     }
     return sendJson(response, 202, postMessage(state, conversation, body.content, user));
   }
+  const memory = await handleMemory(state, user, method, path, request, response, { readJson, sendJson, sendError, ownedConversation });
+  if (memory !== false) return undefined;
   if ((match = route(/^\/api\/runs\/(\d+)$/)) && method === 'GET') {
     const run = ownedRun(state, user, match[1]);
     if (!run) return sendError(response, 404, 'not_found', 'no such run');
@@ -357,6 +363,23 @@ function ownedRun(state, user, id) {
 function publicRun(run) {
   const { id, conversation_id, turn, status, failure_reason, attempts, created_at, updated_at } = run;
   return { id, conversation_id, turn, status, failure_reason, attempts, created_at, updated_at };
+}
+
+/**
+ * Stores a finished conversation of the user named `owner` without running anything:
+ * `turns` are [question, answer] pairs. Resolves to the conversation (its messages carry ids).
+ */
+export function addStoredConversation(state, owner, title, turns) {
+  const user = state.users.find((candidate) => candidate.name === owner);
+  const now = unixNow();
+  const conversation = { id: state.nextId++, userId: user.id, title, created_at: now, updated_at: now, messages: [] };
+  turns.forEach(([question, answer], index) => {
+    const turn = index + 1;
+    conversation.messages.push({ id: state.nextId++, turn, role: 'user', content: question, run_id: null, created_at: now });
+    conversation.messages.push({ id: state.nextId++, turn, role: 'assistant', content: answer, run_id: null, created_at: now });
+  });
+  state.conversations.set(conversation.id, conversation);
+  return conversation;
 }
 
 function postMessage(state, conversation, content, user) {
