@@ -11,7 +11,8 @@ use serde_json::{json, Value};
 use crate::sse::{Frame, FrameReader};
 use crate::util::{add_user, create_token, run, stdout, Server};
 
-const RUN_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long one run may take (a turn that compacts a long conversation first included).
+const RUN_TIMEOUT: Duration = Duration::from_secs(600);
 
 fn conversation(server: &Server, token: &str) -> String {
     let (status, body) = post(
@@ -49,7 +50,7 @@ fn get(server: &Server, token: &str, path: &str) -> (u16, Value) {
 }
 
 /// Posts `text` and returns the run's events once it has ended.
-fn ask(server: &Server, token: &str, conversation: &str, text: &str) -> Vec<Frame> {
+pub fn ask(server: &Server, token: &str, conversation: &str, text: &str) -> Vec<Frame> {
     let path = format!("/api/conversations/{conversation}/messages");
     let (status, body) = post(server, token, &path, &json!({"content": text}), &[]);
     assert_eq!(status, 202, "{body}");
@@ -85,7 +86,7 @@ fn events_of(server: &Server, token: &str, run: &str) -> Vec<Frame> {
     frames
 }
 
-fn data_of(frames: &[Frame], event: &str) -> Vec<Value> {
+pub fn data_of(frames: &[Frame], event: &str) -> Vec<Value> {
     frames
         .iter()
         .filter(|f| f.event == event)
@@ -93,7 +94,7 @@ fn data_of(frames: &[Frame], event: &str) -> Vec<Value> {
         .collect()
 }
 
-fn wait_for_sample_kb(server: &Server) {
+pub fn wait_for_sample_kb(server: &Server) {
     let started = Instant::now();
     loop {
         let (_, kbs) = get(server, &server.token, "/api/kb");
@@ -114,7 +115,7 @@ fn wait_for_sample_kb(server: &Server) {
     }
 }
 
-const QUESTION: &str = "How do I find the blocking session in a database deadlock?";
+pub const QUESTION: &str = "How do I find the blocking session in a database deadlock?";
 
 #[test]
 fn a_knowledge_question_gets_a_cited_answer_from_the_sample_kb() {

@@ -5,7 +5,8 @@
 //! server: the UI's edge cases, the chat agent's events (cards, citations, confirmations) and
 //! the Diagnostics view (live node progress, the report, viewers, hostile evidence), and the
 //! admin screens (Knowledge with sync, search and the passage viewer; Users, API tokens and
-//! Audit). Also runs the Markdown renderer's unit tests under Node.
+//! Audit), and a conversation's memory panel. Also runs the Markdown renderer's unit tests
+//! under Node.
 
 use std::process::Command;
 
@@ -162,6 +163,15 @@ fn knowledge_admin_ui_against_the_mock_server() {
 #[test]
 fn users_tokens_and_audit_ui_against_the_mock_server() {
     run_mock_browser_test("tests/browser/admin.test.mjs");
+}
+
+/// The memory panel of a conversation: items by kind with trust badges, Confirm on a stated
+/// item, Remove, the source link scrolling to and highlighting its message, API errors
+/// (409, 404) inline, degraded and compaction notices, the empty state, the refresh when a
+/// run ends, hostile text inert, 中文 labels.
+#[test]
+fn memory_panel_ui_against_the_mock_server() {
+    run_mock_browser_test("tests/browser/memory.test.mjs");
 }
 
 #[test]

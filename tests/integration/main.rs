@@ -13,6 +13,7 @@ mod incidents;
 mod kb;
 mod kb_access;
 mod kb_hardening;
+mod memory;
 mod openai_client;
 mod operability;
 mod quotas;

@@ -15,7 +15,7 @@ use crate::util::{add_user, create_token, free_port, run, stdout, Server, ADMIN}
 /// How long all runs of a test may take to end.
 const RUNS_TIMEOUT: Duration = Duration::from_secs(600);
 
-fn create_conversation(server: &Server) -> String {
+pub fn create_conversation(server: &Server) -> String {
     let (status, body) = server.post_json("/api/conversations", &json!({"title": "t"}));
     assert_eq!(status, 201, "{body}");
     body["id"].as_str().expect("id").to_owned()
@@ -28,7 +28,7 @@ fn ask(server: &Server, conversation: &str, content: &str) -> String {
     body["run_id"].as_str().expect("run_id").to_owned()
 }
 
-fn get_json(server: &Server, path: &str) -> Value {
+pub fn get_json(server: &Server, path: &str) -> Value {
     server
         .get(path)
         .call()
