@@ -2,8 +2,10 @@
 //! build time with the chat model's real tokenizer (the first build, which counts every
 //! earlier message, and p50/p95 of later builds, which count only the parts that change, as
 //! in a server where earlier turns were counted already) and tokens per part — for
-//! conversations of 10, 100 and 300 turns of ordinary operations chat. The envelope is built
-//! before every model call, so it must stay cheap (the target is under 5 ms at 300 turns).
+//! conversations of 10, 100 and 300 turns of ordinary operations chat, whole and as a
+//! compaction leaves them (`compacted`: memory covers all but the newest turns). The envelope
+//! is built before every model call, so it must stay cheap (the target is under 5 ms at 300
+//! turns).
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -13,7 +15,7 @@ use serde_json::{json, Value};
 
 use crate::agent::envelope::{self, EnvelopeInput, MessageTokens};
 use crate::config::{ModelFlags, Needs};
-use crate::store::{Message, MessageRole};
+use crate::store::{MemoryItem, MemoryKind, Message, MessageRole, Trust};
 
 #[derive(Debug, Args)]
 pub struct ContextBenchArgs {
@@ -42,47 +44,30 @@ pub fn run(args: ContextBenchArgs) -> anyhow::Result<ExitCode> {
     let tools =
         "knowledge_search(query): passages from the knowledge bases you may read, with citations\n\
                  incident_lookup(incident_id): an incident's facts";
+    let window = model.info().context_length;
+    let count = |text: &str| model.count_tokens(text);
+    let memory = memory_part();
     let results: Vec<Value> = TURNS
         .iter()
         .map(|&turns| {
             let history = conversation(turns);
-            let input = EnvelopeInput {
+            let input = |history, memory| EnvelopeInput {
                 system_prompt: &system,
                 tools,
-                memory: None,
-                history: &history,
+                memory,
+                history,
                 question: "And what should I check next on db-7?",
                 reserved_output: 512,
                 history_budget: 2_048,
-                window: model.info().context_length,
+                window,
             };
-            let count = |text: &str| model.count_tokens(text);
-            // As in a server: the earlier messages were counted when earlier turns were
-            // prepared; the first build here counts them all (cold).
-            let known = MessageTokens::default();
-            let started = Instant::now();
-            envelope::prepare(&input, &count, &known);
-            let cold = started.elapsed();
-            let mut times: Vec<Duration> = Vec::with_capacity(args.repeats);
-            let mut last = None;
-            for _ in 0..args.repeats {
-                let started = Instant::now();
-                let built = envelope::prepare(&input, &count, &known);
-                times.push(started.elapsed());
-                last = Some(built);
-            }
-            times.sort();
-            let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-            let at = |q: f64| ms(times[((times.len() - 1) as f64 * q).round() as usize]);
-            let built = last.map(|e| (e.tokens, e.pressure));
-            json!({
-                "turns": turns,
-                "first_build_ms": ms(cold),
-                "build_ms_p50": at(0.50),
-                "build_ms_p95": at(0.95),
-                "tokens": built.map(|(tokens, _)| json!(tokens)),
-                "pressure": built.map(|(_, pressure)| json!(pressure)),
-            })
+            // After a compaction memory covers all but the newest turns the history sends.
+            let kept = history.len().min(2 * envelope::MAX_HISTORY_TURNS);
+            let uncovered = &history[history.len() - kept..];
+            let mut row = measure(&input(&history, None), &count, args.repeats);
+            row["turns"] = json!(turns);
+            row["compacted"] = measure(&input(uncovered, Some(&memory)), &count, args.repeats);
+            row
         })
         .collect();
     let report = json!({
@@ -94,6 +79,54 @@ pub fn run(args: ContextBenchArgs) -> anyhow::Result<ExitCode> {
     });
     println!("{report}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Times building `input`'s envelope: the first build, which counts every message (as after
+/// a restart), and p50/p95 of later builds, which count only what changed (as in a server
+/// where earlier turns were counted already); with the tokens per part and the pressure.
+fn measure(input: &EnvelopeInput<'_>, count: &dyn Fn(&str) -> usize, repeats: usize) -> Value {
+    let known = MessageTokens::default();
+    let started = Instant::now();
+    envelope::prepare(input, count, &known);
+    let cold = started.elapsed();
+    let mut times: Vec<Duration> = Vec::with_capacity(repeats);
+    let mut last = None;
+    for _ in 0..repeats {
+        let started = Instant::now();
+        let built = envelope::prepare(input, count, &known);
+        times.push(started.elapsed());
+        last = Some(built);
+    }
+    times.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let at = |q: f64| ms(times[((times.len() - 1) as f64 * q).round() as usize]);
+    let built = last.map(|e| (e.tokens, e.pressure));
+    json!({
+        "first_build_ms": ms(cold),
+        "build_ms_p50": at(0.50),
+        "build_ms_p95": at(0.95),
+        "tokens": built.map(|(tokens, _)| json!(tokens)),
+        "pressure": built.map(|(_, pressure)| json!(pressure)),
+    })
+}
+
+/// A memory part as a long conversation's compaction leaves it: 30 items, framed as data.
+fn memory_part() -> String {
+    let items: Vec<MemoryItem> = (0..30)
+        .map(|n| MemoryItem {
+            id: format!("mem_{n}"),
+            kind: MemoryKind::ALL[n % MemoryKind::ALL.len()],
+            text: format!(
+                "The replica db-7-r{n} lags behind the primary during the nightly batch window."
+            ),
+            source_message_id: format!("msg_{n}_User"),
+            citation_id: None,
+            trust: Trust::UserStated,
+            created_at: 0,
+            updated_at: 0,
+        })
+        .collect();
+    crate::agent::memory::prompt_part(&items).unwrap_or_default()
 }
 
 /// `turns` turns of a plausible incident conversation (a question and a longer answer).
