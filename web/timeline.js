@@ -155,7 +155,7 @@ function describe(row) {
       return ['timeline.context', {
         used, window: text(data.window), system: text(data.system), tools: text(data.tools),
         memory: text(data.memory), history: text(data.history), turns: text(data.turns_sent),
-        question: text(data.question), reserved: text(data.reserved_output),
+        question: text(data.question), reserved: text(data.reserved_output), observations: text(data.observation_budget),
       }];
     }
     case 'memory.compacted':

@@ -55,6 +55,8 @@ pub struct AgentConfig {
     pub safety: SafetyLimits,
     /// Tokens of earlier turns a prompt may hold (whole turns only, at most six).
     pub history_tokens: usize,
+    /// Tokens tool results may take in one reasoning step (less when the window is fuller).
+    pub observation_tokens: usize,
     /// Folder of skill files (`*.md` with name/description front matter).
     pub skills_dir: PathBuf,
     /// Let the model explain a direct read's facts in one extra call (failure keeps the
@@ -71,6 +73,7 @@ impl Default for AgentConfig {
             policy: PolicyConfig::default(),
             safety: SafetyLimits::DEFAULT,
             history_tokens: 2_048,
+            observation_tokens: 2_048,
             skills_dir: PathBuf::from("kb/skills"),
             explain_direct_reads: false,
             max_answer_tokens: 512,
@@ -209,6 +212,8 @@ pub(crate) struct TurnCore<'a> {
     pub seed: u64,
     pub usage: RunUsage,
     pub catalog_text: String,
+    /// Tokens tool results may take in one reasoning step.
+    pub observation_budget: usize,
 }
 
 impl TurnCore<'_> {
@@ -306,6 +311,7 @@ impl TurnHandler for Agent {
                 completion_tokens: 0,
             },
             catalog_text: String::new(),
+            observation_budget: 0,
         };
         let envelope = match self.prepare_context(&mut core) {
             Ok(envelope) => envelope,
@@ -337,6 +343,11 @@ impl TurnHandler for Agent {
         core.catalog_text = catalog.describe();
         let mut tokens = envelope.tokens;
         tokens.tools = self.model.count_tokens(&core.catalog_text);
+        let limit = (tokens.window as f64 * envelope::REFUSE_AT) as usize;
+        tokens.observation_budget = limit
+            .saturating_sub(tokens.total())
+            .min(self.config.observation_tokens);
+        core.observation_budget = tokens.observation_budget;
         core.sink.emit(RunEvent::ContextPrepared(tokens))?;
         let question = core.question.clone();
         let readable = self.readable_kbs(input);

@@ -53,6 +53,9 @@ pub struct ContextTokens {
     pub turns_left_out: usize,
     /// Tokens of every earlier message memory does not cover, sent or not.
     pub uncovered_history: usize,
+    /// Tokens tool results (passages, observations) may take in each reasoning step: what
+    /// the window leaves, at most the agent's observation budget.
+    pub observation_budget: usize,
 }
 
 impl ContextTokens {
