@@ -86,6 +86,9 @@ test('sign-in explains wrong passwords and rate limiting', async () => {
 test('an ended session returns to sign-in, and Sign out signs out', async () => {
   const page = await signedInPage();
   try {
+    // Let the signed-in page finish loading first: a request still in flight when the
+    // session ends would show the sign-in form before the message is sent.
+    await page.waitForLoadState('networkidle');
     mock.state.sessions.clear(); // As if the session expired on the server.
     await send(page, 'Anyone there?');
     await expectText(page.getByTestId('login-error'), 'session ended');
