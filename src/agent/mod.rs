@@ -20,6 +20,7 @@ pub mod router;
 pub mod safety;
 pub mod skills;
 mod thought_guard;
+mod tool_results;
 mod tool_runner;
 pub mod tools;
 
