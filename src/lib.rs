@@ -2,7 +2,8 @@
 //!
 //! Code map (each module owns one thing and never touches what is listed after it):
 //! - `config`: flags and environment → one validated configuration (nobody else reads env).
-//! - `engine`: candle models, tokenizers, chat templates, sampling, constrained decoding,
+//! - `engine`: models (Warden's CPU decoder on its own quantized kernels in `engine::quant`,
+//!   candle elsewhere), tokenizers, chat templates, sampling, constrained decoding,
 //!   inference worker threads. Never touches axum or SQLite.
 //! - `model_files`: the model manifest, model references (paths, `hf://`), sha256 checks.
 //! - `http`: axum router, auth (sessions, tokens, CSRF, roles), OpenAI-compatible wire

@@ -13,6 +13,7 @@ mod gguf;
 mod handle;
 mod kv_cache;
 mod models;
+mod quant;
 mod sampling;
 mod schema_bounds;
 mod text_stream;

@@ -1,5 +1,6 @@
 //! The server under load on the real model: health stays fast during generation, a full
-//! queue answers 503 with Retry-After, and a client that disconnects frees the model.
+//! queue answers 503 with Retry-After, a client that disconnects frees the model, and a
+//! seeded request returns the same text whatever the prompt cache held.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -137,4 +138,64 @@ fn a_bad_agent_policy_stops_the_server_at_start_with_the_key() {
         stderr.contains("chat.max_tool_calls") && stderr.contains("policy.toml"),
         "{stderr}"
     );
+}
+
+/// A seeded, sampled json_schema request returns the same text whatever the prompt-prefix
+/// cache held before it: nothing, a long shared prefix, or an unrelated conversation.
+#[test]
+fn a_seeded_request_gives_the_same_text_whatever_was_cached() {
+    let server = Server::start(&[]);
+    let system = "You are the on-call assistant for the payments platform. Answer in JSON.";
+    let body = |user: &str| {
+        json!({
+            "model": "smollm2-135m-instruct",
+            "messages": [
+                {"role": "system", "content": system},
+                {"role": "user", "content": user}
+            ],
+            "response_format": {"type": "json_schema", "json_schema": {"name": "status", "schema": {
+                "type": "object",
+                "properties": {"service": {"type": "string"}, "healthy": {"type": "boolean"}},
+                "required": ["service", "healthy"]
+            }}},
+            "temperature": 0.9,
+            "seed": 42,
+            "max_tokens": 48
+        })
+    };
+    let ask = |user: &str| -> (String, u64) {
+        let (status, reply) = server.post_json("/v1/chat/completions", &body(user));
+        assert_eq!(status, 200, "{reply}");
+        let text = reply["choices"][0]["message"]["content"]
+            .as_str()
+            .expect("content")
+            .to_string();
+        let cached = reply["usage"]["prompt_tokens_details"]["cached_tokens"]
+            .as_u64()
+            .unwrap_or(0);
+        (text, cached)
+    };
+    let question = "Is the ledger service healthy?";
+    let (alone, _) = ask(question);
+    // A request sharing the system prompt leaves a long common prefix cached.
+    ask("Is the card gateway healthy?");
+    let (after_prefix, cached_long) = ask(question);
+    // An unrelated request leaves only the first template tokens in common.
+    let (status, _) = server.post_json(
+        "/v1/chat/completions",
+        &json!({
+            "model": "smollm2-135m-instruct",
+            "messages": [{"role": "user", "content": "Name three colours."}],
+            "max_tokens": 8
+        }),
+    );
+    assert_eq!(status, 200);
+    let (after_other, cached_short) = ask(question);
+    assert!(
+        cached_long > cached_short + 10,
+        "the runs should reuse different prefixes: {cached_long} vs {cached_short} cached tokens"
+    );
+    assert_eq!(after_prefix, alone, "with {cached_long} cached tokens");
+    assert_eq!(after_other, alone, "with {cached_short} cached tokens");
+    serde_json::from_str::<serde_json::Value>(&alone).expect("schema output parses");
 }

@@ -7,6 +7,7 @@ use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 use candle_transformers::models::{quantized_llama, quantized_qwen2, quantized_qwen3};
 
+use super::cpu_decoder::CpuDecoder;
 use super::decoder::Decoder;
 use super::CausalLm;
 use crate::engine::gguf::GgufFile;
@@ -117,7 +118,15 @@ fn check(arch: &str) {
     let path = write_model(dir.path(), arch);
     let tokens: Vec<u32> = (0..40).map(|i| (i * 7 + 3) % VOCAB as u32).collect();
     let expected = reference_logits(&path, arch, &tokens);
-    let mut ours = Decoder::load(GgufFile::open(&path).unwrap(), &Device::Cpu, 256).unwrap();
+    let candle_decoder = Decoder::load(GgufFile::open(&path).unwrap(), &Device::Cpu, 256).unwrap();
+    let cpu_decoder = CpuDecoder::load(GgufFile::open(&path).unwrap(), 256, 2).unwrap();
+    let models: [Box<dyn CausalLm>; 2] = [Box::new(candle_decoder), Box::new(cpu_decoder)];
+    for (name, ours) in ["candle decoder", "cpu decoder"].into_iter().zip(models) {
+        compare(arch, name, ours, &tokens, &expected);
+    }
+}
+
+fn compare(arch: &str, name: &str, mut ours: Box<dyn CausalLm>, tokens: &[u32], expected: &[f32]) {
     // Prefill in two chunks, then one decode step: exercises the cache and reuse path.
     ours.forward(&tokens[..25], 0).unwrap();
     ours.forward(&tokens[25..39], 25).unwrap();
@@ -129,10 +138,13 @@ fn check(arch: &str) {
     assert_eq!(got.len(), expected.len());
     let max_diff = got
         .iter()
-        .zip(&expected)
+        .zip(expected)
         .map(|(a, b)| (a - b).abs())
         .fold(0.0f32, f32::max);
-    assert!(max_diff < 1e-3, "{arch}: max logit difference {max_diff}");
+    assert!(
+        max_diff < 1e-3,
+        "{arch} ({name}): max logit difference {max_diff}"
+    );
 }
 
 #[test]

@@ -15,19 +15,7 @@ use crate::engine::error::Result;
 use crate::engine::gguf::GgufFile;
 use crate::engine::kv_cache::KvCache;
 
-/// Shape and numerics read from `{arch}.*` metadata.
-struct Hyper {
-    layers: usize,
-    hidden: usize,
-    heads: usize,
-    kv_heads: usize,
-    head_dim: usize,
-    rms_eps: f64,
-    rope_base: f32,
-    /// NEOX rotary layout (pairs i and i + d/2) rather than interleaved pairs.
-    rope_neox: bool,
-    context_length: usize,
-}
+use super::hyper::{read_hyper, Hyper};
 
 struct Attention {
     q: Projection,
@@ -261,46 +249,6 @@ fn rotary_tables(h: &Hyper, device: &Device) -> candle_core::Result<(Tensor, Ten
     Ok((angles.cos()?, angles.sin()?))
 }
 
-fn read_hyper(gguf: &GgufFile, max_context: usize) -> Result<Hyper> {
-    let arch = gguf.architecture()?;
-    let key = |k: &str| format!("{arch}.{k}");
-    let heads = gguf.usize(&key("attention.head_count"))?;
-    let hidden = gguf.usize(&key("embedding_length"))?;
-    let kv_heads = gguf
-        .optional_u64(&key("attention.head_count_kv"))
-        .map(|v| v as usize)
-        .unwrap_or(heads);
-    if heads == 0 || kv_heads == 0 || heads % kv_heads != 0 || hidden % heads != 0 {
-        return Err(gguf.bad(format!(
-            "inconsistent attention shape: {heads} heads, {kv_heads} kv heads, width {hidden}"
-        )));
-    }
-    let head_dim = gguf
-        .optional_u64(&key("attention.key_length"))
-        .map(|v| v as usize)
-        .unwrap_or(hidden / heads);
-    let context_length = gguf
-        .optional_u64(&key("context_length"))
-        .map(|v| v as usize)
-        .unwrap_or(4096)
-        .min(max_context);
-    Ok(Hyper {
-        layers: gguf.usize(&key("block_count"))?,
-        hidden,
-        heads,
-        kv_heads,
-        head_dim,
-        rms_eps: gguf
-            .optional_f32(&key("attention.layer_norm_rms_epsilon"))
-            .unwrap_or(1e-5) as f64,
-        rope_base: gguf
-            .optional_f32(&key("rope.freq_base"))
-            .unwrap_or(10_000.0),
-        rope_neox: matches!(arch.as_str(), "qwen2" | "qwen3"),
-        context_length,
-    })
-}
-
 fn load_block(gguf: &mut GgufFile, layer: usize, h: &Hyper, device: &Device) -> Result<Block> {
     let name = |suffix: &str| format!("blk.{layer}.{suffix}");
     let mut matmul = |suffix: &str| -> Result<Projection> {
@@ -371,132 +319,47 @@ fn load_block(gguf: &mut GgufFile, layer: usize, h: &Hyper, device: &Device) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use candle_transformers::models::quantized_llama;
-
-    fn model_path() -> std::path::PathBuf {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
-        assert!(
-            path.is_file(),
-            "{} is missing: run models/fetch",
-            path.display()
-        );
-        path
-    }
-
-    fn top_k(logits: &[f32], k: usize) -> Vec<usize> {
-        let mut ids: Vec<usize> = (0..logits.len()).collect();
-        ids.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]));
-        ids.truncate(k);
-        ids
-    }
+    use crate::engine::models::reference::{
+        float_logits, max_difference, model_path, top_k, LlamaCpp, TOKENS,
+    };
 
     /// Our decoder (prefill in two parts, then one quantized decode step) matches candle's
     /// reference llama implementation run in float on the whole sequence at once.
     #[test]
     fn matches_candle_reference_llama_with_cache_reuse() {
         let device = Device::Cpu;
-        let tokens: Vec<u32> = vec![
-            1, 9690, 198, 2683, 359, 253, 5356, 5646, 11173, 3365, 3511, 308, 34519, 28, 7018, 411,
-            407, 19712, 8182, 2, 198, 1, 4093, 198, 1780, 314, 260, 3575, 282, 4649, 47, 2, 198, 1,
-            520, 9531, 198,
-        ];
         let mut ours =
             Decoder::load(GgufFile::open(&model_path()).unwrap(), &device, 2048).unwrap();
-        ours.forward(&tokens[..20], 0).unwrap();
-        ours.forward(&tokens[20..tokens.len() - 1], 20).unwrap();
+        ours.forward(&TOKENS[..20], 0).unwrap();
+        ours.forward(&TOKENS[20..36], 20).unwrap();
         let last = ours
-            .forward(&tokens[tokens.len() - 1..], tokens.len() - 1)
+            .forward(&TOKENS[36..], 36)
             .unwrap()
             .to_vec1::<f32>()
             .unwrap();
-
-        // The reference runs in float everywhere (no activation quantization): the most
-        // exact answer candle can give. It reads the switch once per thread, so use a new one.
-        let reference_tokens = tokens.clone();
-        let expected = std::thread::spawn(move || {
-            unsafe { std::env::set_var("CANDLE_DEQUANTIZE_ALL", "1") };
-            let mut file = std::fs::File::open(model_path()).unwrap();
-            let content = candle_core::quantized::gguf_file::Content::read(&mut file).unwrap();
-            let mut reference =
-                quantized_llama::ModelWeights::from_gguf(content, &mut file, &Device::Cpu).unwrap();
-            let input = Tensor::new(reference_tokens.as_slice(), &Device::Cpu)
-                .unwrap()
-                .unsqueeze(0)
-                .unwrap();
-            reference
-                .forward(&input, 0)
-                .unwrap()
-                .squeeze(0)
-                .unwrap()
-                .to_vec1::<f32>()
-                .unwrap()
-        })
-        .join()
-        .unwrap();
-
-        let max_diff = last
-            .iter()
-            .zip(&expected)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0f32, f32::max);
+        let expected = float_logits(&TOKENS);
+        let max_diff = max_difference(&last, &expected);
         assert!(max_diff < 1.0, "max logit difference {max_diff}");
         // Same best token and the same top five; the order of near-ties inside the five may
         // differ with the matmul kernel (AVX2 or AVX-512 accumulate in different orders).
-        let (ours, theirs) = (top_k(&last, 5), top_k(&expected, 5));
+        let (mut ours, mut theirs) = (top_k(&last, 5), top_k(&expected, 5));
         assert_eq!(ours[0], theirs[0]);
-        let mut ours_sorted = ours.clone();
-        let mut theirs_sorted = theirs.clone();
-        ours_sorted.sort_unstable();
-        theirs_sorted.sort_unstable();
-        assert_eq!(ours_sorted, theirs_sorted, "{ours:?} vs {theirs:?}");
+        ours.sort_unstable();
+        theirs.sort_unstable();
+        assert_eq!(ours, theirs);
     }
 
-    /// Against llama.cpp on the same GGUF and prompt: same best token, the reference's top-10
-    /// tokens within a small logit tolerance (greedy text is not compared: near-ties differ).
+    /// Against llama.cpp on the same GGUF and prompt.
     #[test]
     fn matches_llama_cpp_logits_within_tolerance() {
-        let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/data/logits_reference.json");
-        let reference: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
-        let ids = |key: &str| -> Vec<u32> {
-            reference[key]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v.as_u64().unwrap() as u32)
-                .collect()
-        };
-        let prompt = ids("prompt_ids");
-        let top_ids = ids("top_ids");
-        let top_logits: Vec<f32> = reference["top_logits"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_f64().unwrap() as f32)
-            .collect();
-
+        let reference = LlamaCpp::load();
         let mut ours =
             Decoder::load(GgufFile::open(&model_path()).unwrap(), &Device::Cpu, 2048).unwrap();
-        let logits = ours.forward(&prompt, 0).unwrap().to_vec1::<f32>().unwrap();
-        assert_eq!(
-            top_k(&logits, 1)[0] as u32,
-            top_ids[0],
-            "best token differs from llama.cpp"
-        );
-        for (id, expected) in top_ids.iter().zip(&top_logits) {
-            let got = logits[*id as usize];
-            assert!(
-                (got - expected).abs() < 0.75,
-                "token {id}: ours {got}, llama.cpp {expected}"
-            );
-        }
-        let our_top: Vec<u32> = top_k(&logits, 10).into_iter().map(|i| i as u32).collect();
-        let shared = our_top.iter().filter(|id| top_ids.contains(id)).count();
-        assert!(
-            shared >= 8,
-            "top-10 sets share only {shared}: ours {our_top:?}, llama.cpp {top_ids:?}"
-        );
+        let logits = ours
+            .forward(&reference.prompt, 0)
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
+        reference.check(&logits);
     }
 }

@@ -1,9 +1,15 @@
-//! Causal language models loaded from GGUF, chosen by `general.architecture`. All of them
-//! answer the same small trait so generation does not care which one it drives.
+//! Causal language models loaded from GGUF, chosen by `general.architecture` and the
+//! device: the Llama family on the CPU runs on `cpu_decoder`, on a GPU on the candle-based
+//! `decoder`. All of them answer the same small trait so generation does not care which
+//! one it drives.
 
 #[cfg(test)]
 mod architecture_tests;
+mod cpu_decoder;
 mod decoder;
+mod hyper;
+#[cfg(test)]
+mod reference;
 mod stock;
 
 use candle_core::{Device, Tensor};
@@ -35,6 +41,9 @@ pub fn load(
     let architecture = gguf.architecture()?;
     let path = gguf.path().to_path_buf();
     let model: Box<dyn CausalLm> = match architecture.as_str() {
+        "llama" | "mistral" | "qwen2" | "qwen3" if device.is_cpu() => Box::new(
+            cpu_decoder::CpuDecoder::load(gguf, max_context, super::inference_threads())?,
+        ),
         "llama" | "mistral" | "qwen2" | "qwen3" => {
             Box::new(decoder::Decoder::load(gguf, device, max_context)?)
         }

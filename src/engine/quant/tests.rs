@@ -1,0 +1,199 @@
+//! Numerics of the repacked kernels against candle's dequantized weights, per block type
+//! and per kernel this CPU runs; row-by-row invariance across batch sizes and threads.
+
+use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::{Device, Tensor};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use super::*;
+
+const TYPES: [GgmlDType; 5] = [
+    GgmlDType::Q4_0,
+    GgmlDType::Q4_1,
+    GgmlDType::Q8_0,
+    GgmlDType::Q4K,
+    GgmlDType::Q6K,
+];
+
+fn random(rng: &mut StdRng, n: usize) -> Vec<f32> {
+    (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect()
+}
+
+fn quantized(values: &[f32], rows: usize, cols: usize, dtype: GgmlDType) -> QTensor {
+    let t = Tensor::from_vec(values.to_vec(), (rows, cols), &Device::Cpu).unwrap();
+    QTensor::quantize(&t, dtype).unwrap()
+}
+
+/// `x · Wᵀ` in f64 over candle's own dequantization of the same blocks.
+fn reference(q: &QTensor, x: &[f32], rows: usize) -> Vec<f64> {
+    let w = q
+        .dequantize(&Device::Cpu)
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1::<f32>()
+        .unwrap();
+    let (n, k) = q.shape().dims2().unwrap();
+    let mut out = vec![0.0f64; rows * n];
+    for r in 0..rows {
+        for j in 0..n {
+            out[r * n + j] = (0..k)
+                .map(|i| x[r * k + i] as f64 * w[j * k + i] as f64)
+                .sum();
+        }
+    }
+    out
+}
+
+#[test]
+fn unpacked_weights_equal_candles_dequantization() {
+    let mut rng = StdRng::seed_from_u64(7);
+    for dtype in TYPES {
+        let (rows, cols) = (3, 512);
+        let q = quantized(&random(&mut rng, rows * cols), rows, cols, dtype);
+        let expected = q
+            .dequantize(&Device::Cpu)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
+        let kind = BlockType::from_ggml(dtype).unwrap();
+        let u = formats::unpack(kind, &q.data().unwrap(), rows, cols).unwrap();
+        let subs = match u.packing {
+            formats::Packing::Nibble => 1,
+            formats::Packing::Byte { subs } => subs,
+        };
+        for (i, &want) in expected.iter().enumerate() {
+            let (g, within) = (i / 32, i % 32);
+            let scale = u.scales[g * subs + within / (32 / subs)];
+            let min = u.mins.get(g).copied().unwrap_or(0.0);
+            let got = scale * u.q[i] as f32 + min;
+            assert!(
+                (got - want).abs() <= 1e-6 * want.abs().max(1.0),
+                "{dtype:?} weight {i}: {got} vs {want}"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_kernel_matches_the_dequantized_product() {
+    let mut rng = StdRng::seed_from_u64(11);
+    for dtype in TYPES {
+        // 32-weight types also get an odd group count (the padded tail).
+        let shapes: &[(usize, usize)] = match dtype {
+            GgmlDType::Q4K | GgmlDType::Q6K => &[(37, 256), (70, 768)],
+            _ => &[(37, 96), (70, 576)],
+        };
+        for &(n, k) in shapes {
+            let weights = random(&mut rng, n * k);
+            let q = quantized(&weights, n, k, dtype);
+            let linear = Linear::from_qtensor(&q).unwrap();
+            let rows = 6;
+            let x = random(&mut rng, rows * k);
+            let expected = reference(&q, &x, rows);
+            let scale = expected.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+            for isa in Isa::available() {
+                let mut matmul = Matmul::with_isa(2, isa);
+                let mut out = Vec::new();
+                matmul.forward(&linear, &x, rows, &mut out).unwrap();
+                for (i, (&got, &want)) in out.iter().zip(&expected).enumerate() {
+                    // Activations are quantized to 8 bits: about 1% of the output's scale.
+                    assert!(
+                        (got as f64 - want).abs() <= 0.02 * scale,
+                        "{dtype:?} {n}×{k} {isa:?} output {i}: {got} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn simd_kernels_agree_with_the_portable_one_closely() {
+    let mut rng = StdRng::seed_from_u64(13);
+    for dtype in TYPES {
+        let (n, k) = (33, 512);
+        let q = quantized(&random(&mut rng, n * k), n, k, dtype);
+        let linear = Linear::from_qtensor(&q).unwrap();
+        let x = random(&mut rng, 5 * k);
+        let mut portable = Vec::new();
+        Matmul::with_isa(1, Isa::Portable)
+            .forward(&linear, &x, 5, &mut portable)
+            .unwrap();
+        for isa in Isa::available() {
+            let mut out = Vec::new();
+            Matmul::with_isa(1, isa)
+                .forward(&linear, &x, 5, &mut out)
+                .unwrap();
+            for (&a, &b) in out.iter().zip(&portable) {
+                // Same integers, float sums in another order.
+                assert!(
+                    (a - b).abs() <= 1e-4 * b.abs().max(1.0),
+                    "{dtype:?} {isa:?}: {a} vs {b}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_row_gives_the_same_bits_alone_in_a_batch_and_on_any_thread_count() {
+    let mut rng = StdRng::seed_from_u64(17);
+    for dtype in TYPES {
+        let (n, k) = (300, 512);
+        let q = quantized(&random(&mut rng, n * k), n, k, dtype);
+        let linear = Linear::from_qtensor(&q).unwrap();
+        let rows = 7;
+        let x = random(&mut rng, rows * k);
+        for isa in Isa::available() {
+            let mut batched = Vec::new();
+            Matmul::with_isa(3, isa)
+                .forward(&linear, &x, rows, &mut batched)
+                .unwrap();
+            let mut single = Matmul::with_isa(1, isa);
+            for r in 0..rows {
+                let mut alone = Vec::new();
+                single
+                    .forward(&linear, &x[r * k..(r + 1) * k], 1, &mut alone)
+                    .unwrap();
+                assert_eq!(
+                    alone.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    batched[r * n..(r + 1) * n]
+                        .iter()
+                        .map(|v| v.to_bits())
+                        .collect::<Vec<_>>(),
+                    "{dtype:?} {isa:?} row {r}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn dense_fallback_and_bad_shapes() {
+    let mut rng = StdRng::seed_from_u64(19);
+    let (n, k) = (9, 64);
+    let weights = random(&mut rng, n * k);
+    let q = quantized(&weights, n, k, GgmlDType::F16);
+    let linear = Linear::from_qtensor(&q).unwrap();
+    assert!(matches!(linear, Linear::Dense(_)));
+    let x = random(&mut rng, 2 * k);
+    let expected = reference(&q, &x, 2);
+    let mut out = Vec::new();
+    let mut matmul = Matmul::new(2);
+    matmul.forward(&linear, &x, 2, &mut out).unwrap();
+    for (&got, &want) in out.iter().zip(&expected) {
+        assert!((got as f64 - want).abs() < 1e-4);
+    }
+    assert!(matches!(
+        matmul.forward(&linear, &x[1..], 2, &mut out),
+        Err(QuantError::Shape(_))
+    ));
+    assert!(matches!(
+        formats::unpack(BlockType::Q4_1, &[0u8; 19], 1, 32),
+        Err(QuantError::Shape(_))
+    ));
+}
