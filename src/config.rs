@@ -39,6 +39,10 @@ pub struct ModelFlags {
     /// Context window cap in tokens (memory bound), whatever the model allows.
     #[arg(long, env = "WARDEN_MAX_CONTEXT", default_value_t = 8192)]
     pub max_context: usize,
+    /// Chat requests a model decodes together (continuous batching). Each running request
+    /// holds a KV cache of up to --max-context positions; more wait in the queue.
+    #[arg(long, env = "WARDEN_MAX_BATCH", default_value_t = 8)]
+    pub max_batch: usize,
     /// Longest string constrained JSON output may hold where its schema sets no maxLength.
     #[arg(long, env = "WARDEN_MAX_OUTPUT_STRING", default_value_t = 512)]
     pub max_output_string: usize,
@@ -217,12 +221,20 @@ impl ServeConfig {
     }
 }
 
+/// The largest --max-batch: each running request holds its own KV cache.
+const MAX_BATCH: usize = 64;
+
 /// The engine settings for the models a command needs.
 pub fn engine_config(flags: &ModelFlags, needs: Needs) -> Result<EngineConfig, ConfigError> {
-    if flags.queue_depth == 0 || flags.max_context < 64 || flags.max_output_string == 0 {
-        return Err(ConfigError::Invalid(
-            "--queue-depth and --max-output-string must be ≥ 1 and --max-context ≥ 64".into(),
-        ));
+    if flags.queue_depth == 0
+        || flags.max_batch == 0
+        || flags.max_batch > MAX_BATCH
+        || flags.max_context < 64
+        || flags.max_output_string == 0
+    {
+        return Err(ConfigError::Invalid(format!(
+            "--queue-depth and --max-output-string must be ≥ 1, --max-batch 1..={MAX_BATCH} and --max-context ≥ 64"
+        )));
     }
     let threads = match flags.threads {
         Some(0) => return Err(ConfigError::Invalid("--threads must be ≥ 1".into())),
@@ -251,6 +263,7 @@ pub fn engine_config(flags: &ModelFlags, needs: Needs) -> Result<EngineConfig, C
         threads,
         queue_depth: flags.queue_depth,
         max_context: flags.max_context,
+        max_batch: flags.max_batch,
         output_limits: OutputLimits {
             max_string_chars: flags.max_output_string,
             ..OutputLimits::default()

@@ -42,6 +42,9 @@ pub struct ServeBenchArgs {
     /// Of those, how many flood the queue (fairness mode; 0: off).
     #[arg(long, default_value_t = 0)]
     hog: usize,
+    /// Chat requests the server decodes together (its `--max-batch`).
+    #[arg(long, default_value_t = 8)]
+    max_batch: usize,
     /// Print JSON (the only output format; kept for clarity in scripts).
     #[arg(long)]
     json: bool,
@@ -117,6 +120,7 @@ impl BenchServer {
             .arg(&args.models)
             .args(["--max-answer-tokens", &args.max_answer_tokens.to_string()])
             .args(["--run-workers", &run_workers(args).to_string()])
+            .args(["--max-batch", &args.max_batch.to_string()])
             .env("WARDEN_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -155,14 +159,15 @@ impl BenchServer {
     }
 }
 
-/// The server's run workers: one per conversation driven at once, at most four.
+/// The server's run workers: one per conversation driven at once, at most sixteen (the
+/// model decodes up to `--max-batch` of their requests together).
 fn run_workers(args: &ServeBenchArgs) -> usize {
     let at_once = if args.hog > 0 {
         args.users - args.hog
     } else {
         args.concurrency
     };
-    at_once.clamp(1, 4)
+    at_once.clamp(1, 16)
 }
 
 fn drive(server: &BenchServer, tokens: &[String], args: &ServeBenchArgs) -> anyhow::Result<Value> {
@@ -223,6 +228,7 @@ fn drive(server: &BenchServer, tokens: &[String], args: &ServeBenchArgs) -> anyh
     Ok(json!({
         "bench": "serve",
         "concurrency": args.concurrency,
+        "max_batch": args.max_batch,
         "users": args.users,
         "messages_per_conversation": args.messages,
         "max_answer_tokens": args.max_answer_tokens,

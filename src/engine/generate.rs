@@ -1,6 +1,8 @@
-//! The generation loop of one chat model: prompt rendering and tokenization, prompt-prefix
-//! KV reuse, chunked prefill, constrained sampling, stop conditions, streaming deltas.
-//! Runs on the model's worker thread only.
+//! Generation for one chat model: prompt rendering and tokenization, prompt-prefix KV
+//! reuse per sequence slot, chunked prefill, constrained sampling, stop conditions,
+//! streaming deltas. A request is a `Sequence` advanced one token per `step`, and a step
+//! runs every active sequence through the model together (continuous batching). Runs on
+//! the model's worker thread only.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -25,12 +27,44 @@ pub struct ChatRuntime {
     tokenizer: Arc<TextTokenizer>,
     template: ChatTemplate,
     constraints: ConstraintFactory,
-    /// Tokens whose keys and values are in the model's cache, in order.
-    cached: Vec<u32>,
+    /// Per sequence slot: the tokens whose keys and values are in its cache, in order.
+    cached: Vec<Vec<u32>>,
+    /// Slots a running sequence holds.
+    busy: Vec<bool>,
 }
 
 /// Where generated events go; `false` means the receiver is gone.
 pub type Emit<'a> = dyn FnMut(GenerationEvent) -> bool + 'a;
+
+/// One request being generated: everything its steps need between model calls.
+pub struct Sequence {
+    slot: usize,
+    shape: OutputShape,
+    constraint: Option<Constraint>,
+    sampler: Sampler,
+    stream: TextStream,
+    generated: Vec<u32>,
+    deltas: DeltaGate,
+    finish: FinishReason,
+    stop: Vec<String>,
+    ignore_eos: bool,
+    max_new: usize,
+    prompt_tokens: usize,
+    reused: usize,
+    prefill_ms: f64,
+    decode_started: Instant,
+    /// The sampled token the next step runs (not yet in the cache); `None` once finished.
+    next: Option<u32>,
+    /// What ended the sequence early, if anything went wrong with it alone.
+    failed: Option<EngineError>,
+}
+
+impl Sequence {
+    /// True once the sequence needs no more model steps.
+    pub fn finished(&self) -> bool {
+        self.next.is_none()
+    }
+}
 
 impl ChatRuntime {
     pub fn new(
@@ -40,23 +74,43 @@ impl ChatRuntime {
         limits: OutputLimits,
     ) -> Result<Self> {
         let constraints = ConstraintFactory::new(tokenizer.clone(), limits)?;
+        let slots = model.slots();
         Ok(Self {
             model,
             tokenizer,
             template,
             constraints,
-            cached: Vec::new(),
+            cached: vec![Vec::new(); slots],
+            busy: vec![false; slots],
         })
+    }
+
+    /// Asks the model for `slots` sequence caches; returns how many it holds (1 for models
+    /// that decode one sequence at a time).
+    pub fn set_slots(&mut self, slots: usize) -> usize {
+        let held = self.model.set_slots(slots.max(1));
+        self.cached.resize_with(held, Vec::new);
+        self.busy.resize(held, false);
+        held
     }
 
     pub fn context_length(&self) -> usize {
         self.model.context_length()
     }
 
-    /// Forgets the cached prompt (after a failure the cache may be inconsistent).
+    /// True when a new sequence can start now.
+    pub fn has_free_slot(&self) -> bool {
+        self.busy.iter().any(|b| !b)
+    }
+
+    /// Forgets every cached prompt (after a failure the caches may be inconsistent) and
+    /// frees every slot.
     pub fn reset(&mut self) {
-        self.cached.clear();
-        self.model.truncate_cache(0);
+        for slot in 0..self.cached.len() {
+            self.cached[slot].clear();
+            self.model.truncate_slot(slot, 0);
+            self.busy[slot] = false;
+        }
     }
 
     /// Tokenizes the request's conversation as the model's template renders it.
@@ -86,15 +140,16 @@ impl ChatRuntime {
         Ok(tokens)
     }
 
-    /// Runs one request to the end, sending deltas through `emit`.
-    pub fn generate(
+    /// Starts a request in a free slot: prefills its prompt (reusing the slot's cached
+    /// prefix) and samples its first token.
+    pub fn start(
         &mut self,
         request: &ChatRequest,
         cancel: &AtomicBool,
         emit: &mut Emit,
-    ) -> Result<GenerationSummary> {
+    ) -> Result<Sequence> {
         let shape = OutputShape::for_request(request)?;
-        let mut constraint = self.constraints.constraint(&shape)?;
+        let constraint = self.constraints.constraint(&shape)?;
         let prompt = self.prompt_tokens(request)?;
         let context = self.model.context_length();
         if prompt.len() >= context {
@@ -103,109 +158,230 @@ impl ChatRuntime {
                 context,
             });
         }
+        let slot = self
+            .best_slot(&prompt)
+            .ok_or_else(|| EngineError::Inference("no free sequence slot".into()))?;
         let max_new = request
             .max_tokens
             .unwrap_or(usize::MAX)
             .min(context - prompt.len());
         let started = Instant::now();
-        let (mut logits, reused) = self.prefill(&prompt, cancel)?;
-        let prefill_ms = started.elapsed().as_secs_f64() * 1e3;
-
-        let decode_started = Instant::now();
-        let mut sampler = Sampler::new(request.sampling.clone());
-        let mut stream = TextStream::default();
-        let mut generated: Vec<u32> = Vec::new();
-        let mut deltas = DeltaGate::new(&shape);
-        let mut finish = FinishReason::Length;
-        while generated.len() < max_new {
-            if cancel.load(Ordering::Relaxed) {
-                finish = FinishReason::Cancelled;
-                break;
-            }
-            if let Some(constraint) = constraint.as_mut() {
-                constraint.mask(&mut logits)?;
-            }
-            let Some(token) = sampler.sample(&mut logits, &generated) else {
-                return Err(EngineError::Inference("no token can be sampled".into()));
-            };
-            let grammar_done = advance(constraint.as_mut(), token)?;
-            if self.tokenizer.is_eos(token) && !request.ignore_eos {
-                finish = FinishReason::Stop;
-                break;
-            }
-            generated.push(token);
-            let bytes = if self.tokenizer.is_special(token) {
-                &[][..]
-            } else {
-                self.tokenizer.token_bytes(token)
-            };
-            let stopped = match stream.push(bytes, &request.stop) {
-                Pushed::Text(text) => !deltas.send(text, emit),
-                Pushed::Stopped(text) => {
-                    deltas.send(text, emit);
-                    finish = FinishReason::Stop;
-                    true
-                }
-            };
-            let repeated_call =
-                bytes.contains(&b'>') && shape.ends_with_repeated_call(stream.text());
-            if stopped || grammar_done || repeated_call {
-                if grammar_done || repeated_call {
-                    finish = FinishReason::Stop;
-                }
-                break;
-            }
-            if generated.len() < max_new {
-                logits = self.step(token)?;
+        let (logits, reused) = self.prefill(slot, &prompt, cancel)?;
+        self.busy[slot] = true;
+        let mut sequence = Sequence {
+            slot,
+            deltas: DeltaGate::new(&shape),
+            shape,
+            constraint,
+            sampler: Sampler::new(request.sampling.clone()),
+            stream: TextStream::default(),
+            generated: Vec::new(),
+            finish: FinishReason::Length,
+            stop: request.stop.clone(),
+            ignore_eos: request.ignore_eos,
+            max_new,
+            prompt_tokens: prompt.len(),
+            reused,
+            prefill_ms: started.elapsed().as_secs_f64() * 1e3,
+            decode_started: Instant::now(),
+            next: None,
+            failed: None,
+        };
+        if max_new > 0 {
+            if let Err(err) = self.take(&mut sequence, logits, cancel, emit) {
+                self.busy[slot] = false;
+                return Err(err);
             }
         }
-        let tail = stream.finish();
-        deltas.send(tail, emit);
+        Ok(sequence)
+    }
+
+    /// Runs the next token of every unfinished sequence in one model pass, then samples
+    /// each one's following token. A failure fails the whole step (the caches are reset).
+    pub fn step(&mut self, batch: &mut [(&mut Sequence, &mut Emit, &AtomicBool)]) -> Result<()> {
+        let tokens: Vec<(usize, [u32; 1])> = batch
+            .iter()
+            .filter_map(|(s, _, _)| s.next.map(|t| (s.slot, [t])))
+            .collect();
+        if tokens.is_empty() {
+            return Ok(());
+        }
+        let steps: Vec<(usize, &[u32], usize)> = tokens
+            .iter()
+            .map(|(slot, t)| (*slot, &t[..], self.cached[*slot].len()))
+            .collect();
+        let logits = match self.model.forward_batch(&steps) {
+            Ok(logits) if logits.len() == steps.len() => logits,
+            Ok(_) => {
+                self.reset();
+                return Err(EngineError::Inference(
+                    "the model returned too few logits".into(),
+                ));
+            }
+            Err(err) => {
+                self.reset();
+                return Err(err.into());
+            }
+        };
+        let mut logits = logits.into_iter();
+        for (sequence, emit, cancel) in batch.iter_mut() {
+            let Some(token) = sequence.next else { continue };
+            self.cached[sequence.slot].push(token);
+            let Some(step_logits) = logits.next() else {
+                break;
+            };
+            if let Err(err) = self.take(sequence, step_logits, cancel, *emit) {
+                // This sequence's failure alone: `finish` reports it.
+                sequence.next = None;
+                sequence.failed = Some(err);
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends a sequence: frees its slot, sends held text, parses tool calls.
+    pub fn finish(&mut self, mut s: Sequence, emit: &mut Emit) -> Result<GenerationSummary> {
+        if let Some(busy) = self.busy.get_mut(s.slot) {
+            *busy = false;
+        }
+        if let Some(err) = s.failed.take() {
+            return Err(err);
+        }
+        let tail = s.stream.finish();
+        s.deltas.send(tail, emit);
         // A cut-off output (length, cancel) keeps its complete calls; one without any is
         // sent as text.
-        let tool_calls = match shape.parse_tool_calls(stream.text()) {
+        let mut finish = s.finish;
+        let tool_calls = match s.shape.parse_tool_calls(s.stream.text()) {
             Ok(calls) => calls,
             Err(err) if finish == FinishReason::Stop => return Err(err),
-            Err(_) => shape.complete_tool_calls(stream.text()),
+            Err(_) => s.shape.complete_tool_calls(s.stream.text()),
         };
         if !tool_calls.is_empty() {
             finish = FinishReason::ToolCalls;
         } else {
-            deltas.release_held(emit);
+            s.deltas.release_held(emit);
         }
         Ok(GenerationSummary {
-            prompt_tokens: prompt.len(),
-            cached_prompt_tokens: reused,
-            completion_tokens: generated.len(),
+            prompt_tokens: s.prompt_tokens,
+            cached_prompt_tokens: s.reused,
+            completion_tokens: s.generated.len(),
             finish_reason: finish,
             tool_calls,
-            prefill_ms,
-            decode_ms: decode_started.elapsed().as_secs_f64() * 1e3,
+            prefill_ms: s.prefill_ms,
+            decode_ms: s.decode_started.elapsed().as_secs_f64() * 1e3,
         })
     }
 
-    /// Brings the cache to `prompt` and returns the logits after its last token, reusing
-    /// the longest cached prefix. Returns how many prompt tokens were reused.
-    fn prefill(&mut self, prompt: &[u32], cancel: &AtomicBool) -> Result<(Vec<f32>, usize)> {
-        let common = self
-            .cached
-            .iter()
-            .zip(prompt)
-            .take_while(|(a, b)| a == b)
-            .count();
+    /// Samples the token after `logits` and decides whether the sequence goes on.
+    fn take(
+        &mut self,
+        s: &mut Sequence,
+        mut logits: Vec<f32>,
+        cancel: &AtomicBool,
+        emit: &mut Emit,
+    ) -> Result<()> {
+        s.next = None;
+        if cancel.load(Ordering::Relaxed) {
+            s.finish = FinishReason::Cancelled;
+            return Ok(());
+        }
+        if let Some(constraint) = s.constraint.as_mut() {
+            constraint.mask(&mut logits)?;
+        }
+        let Some(token) = s.sampler.sample(&mut logits, &s.generated) else {
+            return Err(EngineError::Inference("no token can be sampled".into()));
+        };
+        let grammar_done = advance(s.constraint.as_mut(), token)?;
+        if self.tokenizer.is_eos(token) && !s.ignore_eos {
+            s.finish = FinishReason::Stop;
+            return Ok(());
+        }
+        s.generated.push(token);
+        let bytes = if self.tokenizer.is_special(token) {
+            &[][..]
+        } else {
+            self.tokenizer.token_bytes(token)
+        };
+        let stopped = match s.stream.push(bytes, &s.stop) {
+            Pushed::Text(text) => !s.deltas.send(text, emit),
+            Pushed::Stopped(text) => {
+                s.deltas.send(text, emit);
+                s.finish = FinishReason::Stop;
+                true
+            }
+        };
+        let repeated_call =
+            bytes.contains(&b'>') && s.shape.ends_with_repeated_call(s.stream.text());
+        if grammar_done || repeated_call {
+            s.finish = FinishReason::Stop;
+        }
+        if !(stopped || grammar_done || repeated_call) && s.generated.len() < s.max_new {
+            s.next = Some(token);
+        }
+        Ok(())
+    }
+
+    /// The free slot whose cache shares the longest prefix with `prompt`.
+    fn best_slot(&self, prompt: &[u32]) -> Option<usize> {
+        (0..self.cached.len())
+            .filter(|&slot| !self.busy[slot])
+            .max_by_key(|&slot| common_prefix(&self.cached[slot], prompt))
+    }
+
+    /// Brings slot `slot`'s cache to `prompt` and returns the logits after its last token,
+    /// reusing the longest cached prefix. Returns how many prompt tokens were reused.
+    fn prefill(
+        &mut self,
+        slot: usize,
+        prompt: &[u32],
+        cancel: &AtomicBool,
+    ) -> Result<(Vec<f32>, usize)> {
+        let mut common = common_prefix(&self.cached[slot], prompt);
+        // Another slot (running or not) may hold a longer part of this prompt, such as a
+        // shared system prompt: copying its keys and values gives the same bits as
+        // computing them.
+        let donor = (0..self.cached.len())
+            .filter(|&other| other != slot)
+            .map(|other| (other, common_prefix(&self.cached[other], prompt)))
+            .max_by_key(|&(_, shared)| shared);
+        if let Some((other, shared)) = donor {
+            let shared = shared.min(prompt.len().saturating_sub(1));
+            if shared > common && self.model.copy_prefix(other, slot, shared) {
+                self.cached[slot].clear();
+                self.cached[slot].extend_from_slice(&prompt[..shared]);
+                common = shared;
+            }
+        }
         // At least one token must run to produce logits.
         let mut reused = common.min(prompt.len().saturating_sub(1));
-        if !self.model.truncate_cache(reused) {
-            self.model.truncate_cache(0);
+        if !self.model.truncate_slot(slot, reused) {
+            self.model.truncate_slot(slot, 0);
             reused = 0;
         }
-        self.cached.truncate(reused);
+        self.cached[slot].truncate(reused);
         let mut logits = None;
         for chunk in prompt[reused..].chunks(PREFILL_CHUNK) {
             if cancel.load(Ordering::Relaxed) {
                 break;
             }
-            logits = Some(self.run(chunk)?);
+            let position = self.cached[slot].len();
+            match self.model.forward_batch(&[(slot, chunk, position)]) {
+                Ok(mut out) if out.len() == 1 => {
+                    self.cached[slot].extend_from_slice(chunk);
+                    logits = out.pop();
+                }
+                Ok(_) => {
+                    self.reset_slot(slot);
+                    return Err(EngineError::Inference(
+                        "the model returned no logits".into(),
+                    ));
+                }
+                Err(err) => {
+                    self.reset_slot(slot);
+                    return Err(err.into());
+                }
+            }
         }
         match logits {
             Some(logits) => Ok((logits, reused)),
@@ -214,27 +390,14 @@ impl ChatRuntime {
         }
     }
 
-    fn step(&mut self, token: u32) -> Result<Vec<f32>> {
-        self.run(&[token])
+    fn reset_slot(&mut self, slot: usize) {
+        self.cached[slot].clear();
+        self.model.truncate_slot(slot, 0);
     }
+}
 
-    fn run(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
-        let position = self.cached.len();
-        let result = self
-            .model
-            .forward(tokens, position)
-            .and_then(|t| t.to_vec1::<f32>());
-        match result {
-            Ok(logits) => {
-                self.cached.extend_from_slice(tokens);
-                Ok(logits)
-            }
-            Err(err) => {
-                self.reset();
-                Err(err.into())
-            }
-        }
-    }
+fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 /// Feeds a sampled token to the constraint; true when the grammar is now complete.

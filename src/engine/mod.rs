@@ -57,6 +57,9 @@ pub struct EngineConfig {
     pub queue_depth: usize,
     /// Upper bound on the context window, whatever the model allows (memory cap).
     pub max_context: usize,
+    /// Requests a chat model decodes together (continuous batching); each holds its own
+    /// KV cache of up to `max_context` positions.
+    pub max_batch: usize,
     /// Bounds on what output schemas leave open (constrained decoding).
     pub output_limits: OutputLimits,
 }

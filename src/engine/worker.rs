@@ -1,16 +1,17 @@
 //! Model worker threads: one named thread per loaded model, fed by a bounded queue. The
-//! model is loaded on its own thread; each job runs under `catch_unwind` so a panic in
-//! inference fails that request, not the server.
+//! model is loaded on its own thread; a chat model's thread decodes up to `--max-batch`
+//! requests together (continuous batching). Model calls run under `catch_unwind` so a
+//! panic in inference fails the requests it touched, not the server.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::chat_template::ChatTemplate;
 use super::embed::Embedder;
 use super::error::{EngineError, Result};
-use super::generate::ChatRuntime;
+use super::generate::{ChatRuntime, Emit, Sequence};
 use super::gguf::GgufFile;
 use super::handle::{ChatJob, ChatModelHandle, EmbedJob, EmbedModelHandle};
 use super::tokenizer::TextTokenizer;
@@ -28,13 +29,14 @@ pub fn spawn_chat(
     let (ready, ready_rx) = flume::bounded(1);
     let spec = spec.clone();
     let max_context = config.max_context;
+    let max_batch = config.max_batch;
     let limits = config.output_limits.clone();
     std::thread::Builder::new()
         .name(format!("chat-{}", spec.id))
         .spawn(move || match load_chat(&spec, max_context, limits) {
             Ok((runtime, info, tokenizer)) => {
                 let _ = ready.send(Ok((info, tokenizer)));
-                serve_chat(runtime, jobs, &spec.id, &metrics);
+                serve_chat(runtime, jobs, &spec.id, &metrics, max_batch);
             }
             Err(err) => {
                 let _ = ready.send(Err(err));
@@ -82,50 +84,156 @@ fn load_chat(
     Ok((runtime, info, tokenizer))
 }
 
+/// A request being decoded, with where its events go.
+struct Active {
+    job: ChatJob,
+    sequence: Sequence,
+    first_text: Option<Instant>,
+}
+
+/// The continuous-batching loop: requests join at step boundaries while a sequence slot is
+/// free, every step decodes all of them together, and finished or cancelled ones leave.
 fn serve_chat(
     mut runtime: ChatRuntime,
     jobs: flume::Receiver<ChatJob>,
     model: &str,
     metrics: &Metrics,
+    max_batch: usize,
 ) {
-    for job in jobs.iter() {
-        if job.cancel.load(Ordering::Relaxed) {
-            continue;
-        }
-        metrics.model_busy(model, 1);
-        let events = job.events.clone();
-        let mut first_text: Option<Instant> = None;
-        let outcome = catch_unwind(AssertUnwindSafe(|| {
-            let mut emit = |event: GenerationEvent| {
-                if first_text.is_none() && matches!(&event, GenerationEvent::Delta(_)) {
-                    first_text = Some(Instant::now());
+    runtime.set_slots(max_batch);
+    let mut active: Vec<Active> = Vec::new();
+    loop {
+        while runtime.has_free_slot() {
+            let job = if active.is_empty() {
+                match jobs.recv() {
+                    Ok(job) => job,
+                    Err(_) => return,
                 }
-                let sent = events.send(Ok(event)).is_ok();
-                if !sent {
-                    job.cancel.store(true, Ordering::Relaxed);
+            } else {
+                match jobs.try_recv() {
+                    Ok(job) => job,
+                    Err(_) => break,
                 }
-                sent
             };
-            runtime.generate(&job.request, &job.cancel, &mut emit)
-        }));
-        let result = match outcome {
-            Ok(result) => result,
-            Err(_) => {
-                runtime.reset();
-                Err(EngineError::Inference(
-                    "the model thread panicked; the request was dropped".into(),
-                ))
+            if job.cancel.load(Ordering::Relaxed) {
+                continue;
             }
-        };
-        metrics.model_busy(model, -1);
-        if let Ok(summary) = &result {
-            metrics.generation(model, &report(summary, job.submitted, first_text));
+            metrics.model_busy(model, 1);
+            let mut first_text = None;
+            let started = catch_unwind(AssertUnwindSafe(|| {
+                let mut emit = emitter(&job, &mut first_text);
+                runtime.start(&job.request, &job.cancel, &mut emit)
+            }));
+            match started {
+                Ok(Ok(sequence)) => active.push(Active {
+                    job,
+                    sequence,
+                    first_text,
+                }),
+                Ok(Err(err)) => {
+                    metrics.model_busy(model, -1);
+                    let _ = job.events.send(Err(err));
+                }
+                Err(_) => {
+                    metrics.model_busy(model, -1);
+                    let _ = job.events.send(Err(panicked()));
+                    fail_all(&mut runtime, &mut active, model, metrics);
+                }
+            }
         }
-        let _ = match result {
-            Ok(summary) => job.events.send(Ok(GenerationEvent::Done(summary))),
-            Err(err) => job.events.send(Err(err)),
-        };
+        let stepped = catch_unwind(AssertUnwindSafe(|| step(&mut runtime, &mut active)));
+        match stepped {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => {
+                let message = err.to_string();
+                for a in active.drain(..) {
+                    metrics.model_busy(model, -1);
+                    let _ = a
+                        .job
+                        .events
+                        .send(Err(EngineError::Inference(message.clone())));
+                }
+                runtime.reset();
+            }
+            Err(_) => fail_all(&mut runtime, &mut active, model, metrics),
+        }
+        let mut index = 0;
+        while index < active.len() {
+            if !active[index].sequence.finished() {
+                index += 1;
+                continue;
+            }
+            let Active {
+                job,
+                sequence,
+                mut first_text,
+            } = active.swap_remove(index);
+            let result = catch_unwind(AssertUnwindSafe(|| {
+                let mut emit = emitter(&job, &mut first_text);
+                runtime.finish(sequence, &mut emit)
+            }))
+            .unwrap_or_else(|_| Err(panicked()));
+            metrics.model_busy(model, -1);
+            if let Ok(summary) = &result {
+                metrics.generation(model, &report(summary, job.submitted, first_text));
+            }
+            let _ = match result {
+                Ok(summary) => job.events.send(Ok(GenerationEvent::Done(summary))),
+                Err(err) => job.events.send(Err(err)),
+            };
+        }
     }
+}
+
+/// One decode step of every active sequence.
+fn step(runtime: &mut ChatRuntime, active: &mut [Active]) -> Result<()> {
+    let mut parts: Vec<(&mut Sequence, Box<Emit>, &AtomicBool)> = active
+        .iter_mut()
+        .map(|a| {
+            let Active {
+                job,
+                sequence,
+                first_text,
+            } = a;
+            let emit: Box<Emit> = Box::new(emitter(job, first_text));
+            (sequence, emit, &*job.cancel)
+        })
+        .collect();
+    let mut batch: Vec<(&mut Sequence, &mut Emit, &AtomicBool)> = parts
+        .iter_mut()
+        .map(|(s, e, c)| (&mut **s, &mut **e, *c))
+        .collect();
+    runtime.step(&mut batch)
+}
+
+/// Sends a job's events; a gone receiver cancels the job. Notes when text first flows.
+fn emitter<'a>(
+    job: &'a ChatJob,
+    first_text: &'a mut Option<Instant>,
+) -> impl FnMut(GenerationEvent) -> bool + 'a {
+    move |event: GenerationEvent| {
+        if first_text.is_none() && matches!(&event, GenerationEvent::Delta(_)) {
+            *first_text = Some(Instant::now());
+        }
+        let sent = job.events.send(Ok(event)).is_ok();
+        if !sent {
+            job.cancel.store(true, Ordering::Relaxed);
+        }
+        sent
+    }
+}
+
+/// After a panic the caches may be inconsistent: every running request fails.
+fn fail_all(runtime: &mut ChatRuntime, active: &mut Vec<Active>, model: &str, metrics: &Metrics) {
+    runtime.reset();
+    for a in active.drain(..) {
+        metrics.model_busy(model, -1);
+        let _ = a.job.events.send(Err(panicked()));
+    }
+}
+
+fn panicked() -> EngineError {
+    EngineError::Inference("the model thread panicked; the request was dropped".into())
 }
 
 /// What a finished generation tells the metrics.

@@ -34,6 +34,7 @@ fn engine() -> Arc<Engine> {
                 models: Vec::new(),
                 threads: 1,
                 queue_depth: 1,
+                max_batch: 1,
                 max_context: 512,
                 output_limits: Default::default(),
             };

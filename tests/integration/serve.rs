@@ -65,7 +65,7 @@ fn health_answers_fast_during_a_long_generation() {
 
 #[test]
 fn a_full_queue_answers_503_with_retry_after() {
-    let server = Server::start(&["--queue-depth", "1"]);
+    let server = Server::start(&["--queue-depth", "1", "--max-batch", "1"]);
     // One generation runs, one waits in the queue: the next must be refused at once.
     let _running = start_stream(&server, 400);
     let address = server.base.trim_start_matches("http://").to_string();
@@ -92,7 +92,7 @@ fn a_full_queue_answers_503_with_retry_after() {
 
 #[test]
 fn a_disconnected_client_frees_the_model() {
-    let server = Server::start(&["--queue-depth", "1"]);
+    let server = Server::start(&["--queue-depth", "1", "--max-batch", "1"]);
     let stream = start_stream(&server, 2000);
     drop(stream);
     // If the abandoned generation kept running, this short request would wait for 2000
@@ -198,4 +198,80 @@ fn a_seeded_request_gives_the_same_text_whatever_was_cached() {
     assert_eq!(after_prefix, alone, "with {cached_long} cached tokens");
     assert_eq!(after_other, alone, "with {cached_short} cached tokens");
     serde_json::from_str::<serde_json::Value>(&alone).expect("schema output parses");
+}
+
+/// Concurrent chats are decoded together (continuous batching), and a seeded request
+/// returns the same text in a batch as alone.
+#[test]
+fn concurrent_requests_are_batched_and_give_the_same_text_as_alone() {
+    let server = Server::start(&["--max-batch", "4"]);
+    let body = |user: &str, seed: u64| {
+        json!({
+            "model": "smollm2-135m-instruct",
+            "messages": [{"role": "user", "content": user}],
+            "temperature": 0.8,
+            "seed": seed,
+            "max_tokens": 32
+        })
+    };
+    let ask = |user: &str, seed: u64| -> String {
+        let (status, reply) = server.post_json("/v1/chat/completions", &body(user, seed));
+        assert_eq!(status, 200, "{reply}");
+        reply["choices"][0]["message"]["content"]
+            .as_str()
+            .expect("content")
+            .to_string()
+    };
+    let questions = [
+        "Why is the disk on the log volume full?",
+        "How do I restart nginx safely?",
+        "What does a 502 from the gateway mean?",
+        "When should I page the database on-call?",
+    ];
+    let alone: Vec<String> = questions
+        .iter()
+        .enumerate()
+        .map(|(i, q)| ask(q, i as u64))
+        .collect();
+    let running = std::sync::atomic::AtomicBool::new(true);
+    let (together, most_in_flight) = std::thread::scope(|scope| {
+        let watcher = scope.spawn(|| {
+            let mut most = 0u64;
+            while running.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(response) = server.get("/metrics").call() {
+                    let text = response.into_string().unwrap_or_default();
+                    most = most.max(in_flight(&text));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            most
+        });
+        let handles: Vec<_> = questions
+            .iter()
+            .enumerate()
+            .map(|(i, q)| scope.spawn(move || ask(q, i as u64)))
+            .collect();
+        let answers: Vec<String> = handles
+            .into_iter()
+            .map(|h| h.join().expect("request thread"))
+            .collect();
+        running.store(false, std::sync::atomic::Ordering::Relaxed);
+        (answers, watcher.join().expect("watcher"))
+    });
+    assert_eq!(together, alone);
+    assert!(
+        most_in_flight >= 2,
+        "the model never worked on two requests at once (at most {most_in_flight})"
+    );
+}
+
+/// The chat model's in-flight requests in a Prometheus text exposition.
+fn in_flight(metrics: &str) -> u64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("warden_model_requests_in_flight") && l.contains("smollm2"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|v| v as u64)
+        .max()
+        .unwrap_or(0)
 }

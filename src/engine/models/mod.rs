@@ -27,6 +27,37 @@ pub trait CausalLm: Send {
     fn truncate_cache(&mut self, len: usize) -> bool;
     /// Context window in tokens.
     fn context_length(&self) -> usize;
+    /// Sequences this model can hold caches for at once (decoded together in a step).
+    fn slots(&self) -> usize {
+        1
+    }
+    /// Makes room for `slots` sequence caches, at most what the model supports; returns
+    /// how many it holds.
+    fn set_slots(&mut self, _slots: usize) -> usize {
+        1
+    }
+    /// Runs one step of several sequences: `(slot, tokens, position)` each, slots distinct.
+    /// Returns each step's last-token logits. A model with one slot runs one step.
+    fn forward_batch(
+        &mut self,
+        steps: &[(usize, &[u32], usize)],
+    ) -> candle_core::Result<Vec<Vec<f32>>> {
+        match steps {
+            [(0, tokens, position)] => {
+                Ok(vec![self.forward(tokens, *position)?.to_vec1::<f32>()?])
+            }
+            _ => candle_core::bail!("this model decodes one sequence at a time"),
+        }
+    }
+    /// Makes slot `to` hold the first `len` cached positions of slot `from`; false when
+    /// this model cannot.
+    fn copy_prefix(&mut self, _from: usize, _to: usize, _len: usize) -> bool {
+        false
+    }
+    /// Keeps the first `len` positions of slot `slot`'s cache (see `truncate_cache`).
+    fn truncate_slot(&mut self, slot: usize, len: usize) -> bool {
+        slot == 0 && self.truncate_cache(len)
+    }
 }
 
 /// Architectures Warden can run, as named in `general.architecture`.

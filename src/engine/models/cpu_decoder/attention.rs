@@ -81,6 +81,24 @@ impl SequenceCache {
         self.capacity = capacity;
     }
 
+    /// Makes this cache hold the first `len` positions of `other` (same model): what a
+    /// new sequence sharing a prompt prefix with another one reuses instead of recomputing.
+    pub fn copy_prefix(&mut self, other: &SequenceCache, len: usize) {
+        let len = len.min(other.len);
+        self.len = 0;
+        self.reserve(len);
+        let width = self.kv_heads * self.head_dim;
+        let (from_stride, to_stride) = (other.stride(), self.stride());
+        for (to, from) in self.layers.iter_mut().zip(&other.layers) {
+            for lane in 0..width {
+                to.keys[lane * to_stride..lane * to_stride + len]
+                    .copy_from_slice(&from.keys[lane * from_stride..][..len]);
+            }
+            to.values[..len * width].copy_from_slice(&from.values[..len * width]);
+        }
+        self.len = len;
+    }
+
     /// Writes one layer's keys and values for positions `len..len + rows` (`rows ×
     /// kv_width` each); `reserve` must have made room.
     pub fn write(&mut self, layer: usize, keys: &[f32], values: &[f32]) {

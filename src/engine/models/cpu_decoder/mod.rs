@@ -175,9 +175,7 @@ impl CpuDecoder {
         })
     }
 
-    /// Sequence slots with their own caches (the server still runs one sequence at a time;
-    /// the tests drive several to pin down batch invariance).
-    #[cfg(test)]
+    /// Sequence slots with their own caches.
     pub fn set_slots(&mut self, slots: usize) {
         let h = &self.hyper;
         let (layers, kv_heads, head_dim) = (h.layers, h.kv_heads, h.head_dim);
@@ -416,6 +414,52 @@ impl CausalLm for CpuDecoder {
 
     fn context_length(&self) -> usize {
         self.hyper.context_length
+    }
+
+    fn slots(&self) -> usize {
+        self.slots.len()
+    }
+
+    fn set_slots(&mut self, slots: usize) -> usize {
+        CpuDecoder::set_slots(self, slots);
+        self.slots.len()
+    }
+
+    fn forward_batch(
+        &mut self,
+        steps: &[(usize, &[u32], usize)],
+    ) -> candle_core::Result<Vec<Vec<f32>>> {
+        let steps: Vec<Step> = steps
+            .iter()
+            .map(|&(slot, tokens, position)| Step {
+                slot,
+                tokens,
+                position,
+            })
+            .collect();
+        self.forward_steps(&steps)
+            .map_err(|e| candle_core::Error::Msg(e.to_string()))
+    }
+
+    fn copy_prefix(&mut self, from: usize, to: usize, len: usize) -> bool {
+        if from == to || from >= self.slots.len() || to >= self.slots.len() {
+            return false;
+        }
+        let source = std::mem::replace(
+            &mut self.slots[from],
+            SequenceCache::new(0, self.hyper.kv_heads, self.hyper.head_dim),
+        );
+        self.slots[to].copy_prefix(&source, len);
+        self.slots[from] = source;
+        true
+    }
+
+    fn truncate_slot(&mut self, slot: usize, len: usize) -> bool {
+        if slot >= self.slots.len() {
+            return false;
+        }
+        CpuDecoder::truncate_slot(self, slot, len);
+        true
     }
 }
 

@@ -108,6 +108,15 @@ fn logits_do_not_depend_on_chunking_caching_or_batching() {
     model.truncate_slot(1, 0);
     let other_alone = step(&mut model, 1, &other, 0);
     assert_eq!(bits(&batched[0]), bits(&other_alone), "the other sequence");
+
+    // A prefix copied from another slot.
+    assert!(CausalLm::copy_prefix(&mut model, 0, 1, 30));
+    let copied = step(&mut model, 1, &TOKENS[30..], 30);
+    assert_eq!(
+        bits(&copied),
+        bits(&whole),
+        "prefix copied from another slot"
+    );
 }
 
 #[test]
