@@ -5,7 +5,7 @@
 //! fall back to dequantized float weights with the same row-by-row contract.
 
 mod activations;
-pub mod dense;
+mod dense;
 mod formats;
 mod kernels;
 mod packed;
