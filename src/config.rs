@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::engine::{EngineConfig, ModelKind, ModelSpec, OutputLimits};
+use crate::engine::{EmbedPrecision, EngineConfig, ModelKind, ModelSpec, OutputLimits};
 use crate::http::{AlertWebhook, HttpLimits};
 use crate::model_files::{resolve, Manifest, ModelFileError};
 use crate::retrieval::{RetrievalConfig, RootPolicy};
@@ -43,6 +43,10 @@ pub struct ModelFlags {
     /// holds a KV cache of up to --max-context positions; more wait in the queue.
     #[arg(long, env = "WARDEN_MAX_BATCH", default_value_t = 8)]
     pub max_batch: usize,
+    /// Embedding encoder: `int8` (Warden's CPU encoder, 8-bit weights and activations),
+    /// `f32` (full precision) or `auto` (int8 on a CPU with AVX-512 VNNI, else f32).
+    #[arg(long, env = "WARDEN_EMBED_PRECISION", default_value = "auto")]
+    pub embed_precision: EmbedPrecision,
     /// Longest string constrained JSON output may hold where its schema sets no maxLength.
     #[arg(long, env = "WARDEN_MAX_OUTPUT_STRING", default_value_t = 512)]
     pub max_output_string: usize,
@@ -264,6 +268,7 @@ pub fn engine_config(flags: &ModelFlags, needs: Needs) -> Result<EngineConfig, C
         queue_depth: flags.queue_depth,
         max_context: flags.max_context,
         max_batch: flags.max_batch,
+        embed_precision: flags.embed_precision,
         output_limits: OutputLimits {
             max_string_chars: flags.max_output_string,
             ..OutputLimits::default()

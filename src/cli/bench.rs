@@ -153,17 +153,48 @@ fn embed(count: usize, flags: &ModelFlags) -> anyhow::Result<serde_json::Value> 
     let sentences: Vec<String> = (0..count).map(bench_sentence).collect();
     model.embed_blocking(sentences[..crate::engine::EMBED_BATCH_SIZE.min(count)].to_vec())?;
     let started = Instant::now();
-    let result = model.embed_blocking(sentences)?;
+    let result = model.embed_blocking(sentences.clone())?;
     let seconds = started.elapsed().as_secs_f64();
-    Ok(json!({
+    let precision = model.info().precision.clone();
+    let mut report = json!({
         "benchmark": "embed",
         "model": model.info().id,
+        "precision": precision,
         "threads": crate::engine::inference_threads(),
         "batch": crate::engine::EMBED_BATCH_SIZE,
         "sentences": count,
         "tokens": result.prompt_tokens,
         "sentences_per_s": count as f64 / seconds,
-    }))
+    });
+    if precision.as_deref() != Some("f32") {
+        // The same sentences in full precision, for the cosine of each pair.
+        drop(engine);
+        let full = ModelFlags {
+            embed_precision: crate::engine::EmbedPrecision::F32,
+            ..flags.clone()
+        };
+        let engine = super::load_engine(&full, Needs::Embedding)?;
+        let Some(reference) = engine.embed_model(None) else {
+            anyhow::bail!("no embedding model loaded")
+        };
+        let expected = reference.embed_blocking(sentences)?;
+        let cosines: Vec<f64> = result
+            .vectors
+            .iter()
+            .zip(&expected.vectors)
+            .map(|(a, b)| cosine(a, b))
+            .collect();
+        let min = cosines.iter().copied().fold(f64::INFINITY, f64::min);
+        let mean = cosines.iter().sum::<f64>() / cosines.len().max(1) as f64;
+        report["cosine_vs_f32"] = json!({"min": min, "mean": mean});
+    }
+    Ok(report)
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let dot: f64 = a.iter().zip(b).map(|(x, y)| *x as f64 * *y as f64).sum();
+    let norm = |v: &[f32]| v.iter().map(|x| *x as f64 * *x as f64).sum::<f64>().sqrt();
+    dot / (norm(a) * norm(b)).max(1e-30)
 }
 
 /// Varied, realistic ops sentences of different lengths.

@@ -8,6 +8,7 @@ mod device;
 mod embed;
 mod embed_tokens;
 mod error;
+mod fast_math;
 mod generate;
 mod gguf;
 mod handle;
@@ -27,7 +28,7 @@ use std::sync::Arc;
 use crate::metrics::Metrics;
 
 pub use constrained::{bounded_schema, OutputLimits, MAX_FRACTION_DIGITS, MAX_TOOL_CALLS};
-pub use embed::BATCH_SIZE as EMBED_BATCH_SIZE;
+pub use embed::{EmbedPrecision, BATCH_SIZE as EMBED_BATCH_SIZE};
 pub use embed_tokens::EmbeddingTokenizer;
 pub use error::{EngineError, Result};
 pub use handle::{ChatModelHandle, EmbedModelHandle, GenerationStream};
@@ -60,6 +61,8 @@ pub struct EngineConfig {
     /// Requests a chat model decodes together (continuous batching); each holds its own
     /// KV cache of up to `max_context` positions.
     pub max_batch: usize,
+    /// Which encoder embedding models use.
+    pub embed_precision: EmbedPrecision,
     /// Bounds on what output schemas leave open (constrained decoding).
     pub output_limits: OutputLimits,
 }

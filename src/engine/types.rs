@@ -196,6 +196,9 @@ pub struct ModelInfo {
     /// Embedding width, for embedding models.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dimensions: Option<usize>,
+    /// The encoder's precision (`f32` or `int8`), for embedding models.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]

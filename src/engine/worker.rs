@@ -80,6 +80,7 @@ fn load_chat(
         context_length: runtime.context_length(),
         path: spec.path.display().to_string(),
         dimensions: None,
+        precision: None,
     };
     Ok((runtime, info, tokenizer))
 }
@@ -261,10 +262,11 @@ pub fn spawn_embed(
     let (queue, jobs) = flume::bounded::<EmbedJob>(config.queue_depth);
     let (ready, ready_rx) = flume::bounded(1);
     let spec = spec.clone();
+    let precision = config.embed_precision;
     std::thread::Builder::new()
         .name(format!("embed-{}", spec.id))
-        .spawn(
-            move || match Embedder::load(&spec.path, &device::select()) {
+        .spawn(move || {
+            match Embedder::load(&spec.path, &device::select(), precision, device::threads()) {
                 Ok(embedder) => {
                     let info = ModelInfo {
                         id: spec.id.clone(),
@@ -273,6 +275,7 @@ pub fn spawn_embed(
                         context_length: embedder.max_tokens,
                         path: spec.path.display().to_string(),
                         dimensions: Some(embedder.dimensions),
+                        precision: Some(embedder.precision.into()),
                     };
                     let _ = ready.send(Ok(info));
                     serve_embed(embedder, jobs, &spec.id, &metrics);
@@ -280,8 +283,8 @@ pub fn spawn_embed(
                 Err(err) => {
                     let _ = ready.send(Err(err));
                 }
-            },
-        )
+            }
+        })
         .map_err(|e| EngineError::Inference(format!("cannot start model thread: {e}")))?;
     let info = ready_rx
         .recv()
@@ -290,7 +293,7 @@ pub fn spawn_embed(
 }
 
 fn serve_embed(
-    embedder: Embedder,
+    mut embedder: Embedder,
     jobs: flume::Receiver<EmbedJob>,
     model: &str,
     metrics: &Metrics,

@@ -35,6 +35,7 @@ fn engine() -> Arc<Engine> {
                 threads: 1,
                 queue_depth: 1,
                 max_batch: 1,
+                embed_precision: crate::engine::EmbedPrecision::Auto,
                 max_context: 512,
                 output_limits: Default::default(),
             };

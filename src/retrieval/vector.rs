@@ -63,6 +63,10 @@ pub struct VectorIndex {
     slot_ids: Vec<u64>,
     /// The live node of each chunk id.
     live_slots: HashMap<u64, usize>,
+    /// What the saved files already hold (see `persist`).
+    saved: persist::SavedState,
+    /// Unit vectors of the nodes added since the last save, end to end.
+    unsaved: Vec<f32>,
 }
 
 impl VectorIndex {
@@ -88,6 +92,7 @@ impl VectorIndex {
             let slot = self.slot_ids.len();
             self.slot_ids.push(*id);
             self.live_slots.insert(*id, slot);
+            self.unsaved.extend_from_slice(vector);
             batch.push((vector.as_slice(), slot));
         }
         match batch.len() {
@@ -191,6 +196,8 @@ impl VectorIndex {
             graph,
             slot_ids: Vec::with_capacity(capacity),
             live_slots: HashMap::with_capacity(capacity),
+            saved: persist::SavedState::default(),
+            unsaved: Vec::new(),
         }
     }
 

@@ -4,6 +4,7 @@
 //! on which other rows share the batch.
 
 use super::formats::GROUP;
+use super::pool::{share_range, SharedRows, ThreadPool};
 
 #[derive(Default)]
 pub struct QuantizedRows {
@@ -24,38 +25,54 @@ pub struct QuantizedRows {
 }
 
 impl QuantizedRows {
-    /// Quantizes `rows` rows of `cols` values (`x.len() == rows · cols`), reusing buffers.
-    pub fn quantize(&mut self, x: &[f32], rows: usize, cols: usize, groups: usize) {
+    /// Quantizes `rows` rows of `cols` values (`x.len() == rows · cols`), reusing buffers;
+    /// rows are shared among the pool's threads when there are many.
+    pub fn quantize_with(
+        &mut self,
+        pool: Option<&ThreadPool>,
+        x: &[f32],
+        rows: usize,
+        cols: usize,
+        groups: usize,
+    ) {
         debug_assert_eq!(x.len(), rows * cols);
         self.rows = rows;
         self.groups = groups;
-        self.q.clear();
+        // Every byte is rewritten below (padding groups too), so old contents may stay.
         self.q.resize(rows * groups * GROUP, 0);
-        self.unsigned.clear();
         self.unsigned.resize(rows * groups * GROUP, 128);
-        self.scales.clear();
         self.scales.resize(rows * groups, 0.0);
-        self.sums.clear();
         self.sums.resize(rows * groups, 0.0);
-        self.pair_scales.clear();
         self.pair_scales.resize(rows * groups * 8, 0.0);
-        for row in 0..rows {
-            let values = &x[row * cols..(row + 1) * cols];
-            for (g, chunk) in values.chunks(GROUP).enumerate() {
-                let at = row * groups + g;
-                let out = &mut self.q[at * GROUP..(at + 1) * GROUP];
-                let (scale, sum) = quantize_group(chunk, out);
-                for (u, &q) in self.unsigned[at * GROUP..(at + 1) * GROUP]
-                    .iter_mut()
-                    .zip(out.iter())
-                {
-                    *u = (q as u8) ^ 0x80;
-                }
-                self.scales[at] = scale;
-                self.sums[at] = scale * sum as f32;
-                let lanes = &mut self.pair_scales[row * groups * 8 + g * 8..][..8];
-                lanes.fill(scale);
+        let width = groups * GROUP;
+        let q = SharedRows::new(&mut self.q);
+        let unsigned = SharedRows::new(&mut self.unsigned);
+        let scales = SharedRows::new(&mut self.scales);
+        let sums = SharedRows::new(&mut self.sums);
+        let pair_scales = SharedRows::new(&mut self.pair_scales);
+        let job = |share: usize, shares: usize| {
+            for row in share_range(rows, share, shares) {
+                // SAFETY: each share takes its own rows of every buffer.
+                unsafe {
+                    quantize_row(
+                        &x[row * cols..(row + 1) * cols],
+                        q.slice(row * width, width),
+                        unsigned.slice(row * width, width),
+                        scales.slice(row * groups, groups),
+                        sums.slice(row * groups, groups),
+                        pair_scales.slice(row * groups * 8, groups * 8),
+                    )
+                };
             }
+        };
+        match pool {
+            Some(pool) if rows >= 2 * pool.threads() && rows * cols >= PARALLEL_MIN_VALUES => {
+                if pool.run(&job).is_err() {
+                    // A panicking share left rows unwritten: redo them all here.
+                    job(0, 1);
+                }
+            }
+            _ => job(0, 1),
         }
     }
 
@@ -80,20 +97,63 @@ impl QuantizedRows {
     }
 }
 
-/// Symmetric 8-bit quantization of up to 32 values; returns (scale, Σ q).
-fn quantize_group(values: &[f32], out: &mut [i8]) -> (f32, i32) {
-    let max = values.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+/// Values under which quantizing stays on the calling thread.
+const PARALLEL_MIN_VALUES: usize = 16 * 1024;
+
+fn quantize_row(
+    values: &[f32],
+    q: &mut [i8],
+    unsigned: &mut [u8],
+    scales: &mut [f32],
+    sums: &mut [f32],
+    pair_scales: &mut [f32],
+) {
+    // Groups past the values (padding) quantize an empty slice: zeros.
+    let groups = q
+        .chunks_exact_mut(GROUP)
+        .zip(unsigned.chunks_exact_mut(GROUP))
+        .zip(values.chunks(GROUP).chain(std::iter::repeat(&[][..])));
+    for (g, ((q, unsigned), values)) in groups.enumerate() {
+        let (scale, sum) = quantize_group(values, q, unsigned);
+        scales[g] = scale;
+        sums[g] = scale * sum as f32;
+        pair_scales[g * 8..(g + 1) * 8].fill(scale);
+    }
+}
+
+/// Symmetric 8-bit quantization of up to 32 values into 32 bytes (zero-padded), signed
+/// and offset by 128; returns (scale, Σ q).
+fn quantize_group(values: &[f32], q: &mut [i8], unsigned: &mut [u8]) -> (f32, i32) {
+    let (q, unsigned) = (&mut q[..GROUP], &mut unsigned[..GROUP]);
+    let mut padded = [0.0f32; GROUP];
+    padded[..values.len()].copy_from_slice(values);
+    let mut lanes = [0.0f32; 8];
+    for chunk in padded.chunks_exact(8) {
+        for i in 0..8 {
+            lanes[i] = lanes[i].max(chunk[i].abs());
+        }
+    }
+    let max = lanes.iter().fold(0.0f32, |m, &v| m.max(v));
     if max == 0.0 || !max.is_finite() {
-        out.fill(0);
+        q.fill(0);
+        unsigned.fill(128);
         return (0.0, 0);
     }
     let scale = max / 127.0;
     let inverse = 1.0 / scale;
     let mut sum = 0i32;
-    for (o, &v) in out.iter_mut().zip(values) {
-        let q = (v * inverse).round().clamp(-127.0, 127.0) as i8;
-        *o = q;
-        sum += q as i32;
+    // Saturating casts do not vectorize; an unchecked one does, on a value made finite
+    // and in range first (`max`/`min` return the non-NaN operand).
+    let mut ints = [0i32; GROUP];
+    for (i, &v) in ints.iter_mut().zip(&padded) {
+        let r = (v * inverse).round_ties_even().max(-127.0).min(127.0);
+        // SAFETY: `r` is finite and within ±127.
+        *i = unsafe { r.to_int_unchecked::<i32>() };
+    }
+    for i in 0..GROUP {
+        q[i] = ints[i] as i8;
+        unsigned[i] = (ints[i] + 128) as u8;
+        sum += ints[i];
     }
     (scale, sum)
 }

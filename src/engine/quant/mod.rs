@@ -2,11 +2,15 @@
 //! at load (`formats` reads GGML blocks, `packed` lays them out), activations quantized
 //! per row (`activations`), SIMD kernels chosen at run time (`kernels`) and a low-overhead
 //! thread pool (`pool`). `Linear` is what a model layer holds; unsupported block types
-//! fall back to dequantized float weights with the same row-by-row contract.
+//! fall back to dequantized float weights with the same row-by-row contract. Float
+//! weights meant for large batches (the encoder) are quantized to 8 bits in the blocked
+//! layout (`blocked`) that the batched kernels (`gemm`) read.
 
 mod activations;
+mod blocked;
 mod dense;
 mod formats;
+mod gemm;
 mod kernels;
 mod packed;
 pub mod pool;
@@ -20,6 +24,7 @@ pub use activations::QuantizedRows;
 pub use kernels::Isa;
 pub use pool::ThreadPool;
 
+use blocked::BlockedMatrix;
 use formats::BlockType;
 use packed::PackedMatrix;
 
@@ -39,6 +44,7 @@ const PARALLEL_MIN_WORK: usize = 64 * 1024;
 /// A linear layer `y = x · Wᵀ` with `rows` outputs and `cols` inputs.
 pub enum Linear {
     Quantized(PackedMatrix),
+    Blocked(BlockedMatrix),
     Dense(dense::DenseMatrix),
 }
 
@@ -62,9 +68,26 @@ impl Linear {
         }
     }
 
+    /// Quantizes float weights (`rows × cols`, row-major) to 8 bits per weight with a
+    /// scale per 32, for products over many rows at once.
+    pub fn quantize_for_batches(
+        values: &[f32],
+        rows: usize,
+        cols: usize,
+    ) -> Result<Self, QuantError> {
+        if values.len() != rows * cols {
+            return Err(QuantError::Shape(format!(
+                "{} values are not {rows} rows of {cols}",
+                values.len()
+            )));
+        }
+        Ok(Self::Blocked(BlockedMatrix::quantize(values, rows, cols)))
+    }
+
     pub fn rows(&self) -> usize {
         match self {
             Self::Quantized(m) => m.rows,
+            Self::Blocked(m) => m.rows,
             Self::Dense(m) => m.rows,
         }
     }
@@ -72,6 +95,7 @@ impl Linear {
     pub fn cols(&self) -> usize {
         match self {
             Self::Quantized(m) => m.cols,
+            Self::Blocked(m) => m.cols,
             Self::Dense(m) => m.cols,
         }
     }
@@ -80,14 +104,16 @@ impl Linear {
     pub fn bytes(&self) -> usize {
         match self {
             Self::Quantized(m) => m.bytes(),
+            Self::Blocked(m) => m.bytes(),
             Self::Dense(m) => m.values.len() * 4,
         }
     }
 
-    fn groups(&self) -> usize {
+    fn groups(&self) -> Option<usize> {
         match self {
-            Self::Quantized(m) => m.groups,
-            Self::Dense(_) => 0,
+            Self::Quantized(m) => Some(m.groups),
+            Self::Blocked(m) => Some(m.groups),
+            Self::Dense(_) => None,
         }
     }
 }
@@ -136,10 +162,11 @@ impl Matmul {
                 x.len()
             )));
         }
-        out.clear();
+        // Every kernel writes every output: old contents may stay.
         out.resize(rows * n, 0.0);
-        if let Linear::Quantized(_) = w {
-            self.scratch.quantize(x, rows, k, w.groups());
+        if let Some(groups) = w.groups() {
+            self.scratch
+                .quantize_with(Some(&self.pool), x, rows, k, groups);
         }
         let output = kernels::Output {
             ptr: out.as_mut_ptr(),
@@ -153,6 +180,13 @@ impl Matmul {
                 // `isa` came from `Isa::available()`.
                 Linear::Quantized(m) => unsafe {
                     kernels::matmul_columns(isa, m, scratch, cols, output)
+                },
+                // SAFETY: as above, each share writing the columns of its own blocks (taken
+                // in pairs, the kernel's tile width).
+                Linear::Blocked(m) => unsafe {
+                    let pairs = pool::share_range(m.blocks.div_ceil(2), share, shares);
+                    let blocks = 2 * pairs.start..(2 * pairs.end).min(m.blocks);
+                    gemm::matmul_blocks(isa, m, scratch, blocks, output)
                 },
                 Linear::Dense(m) => m.matmul_columns(x, rows, cols, output),
             }
@@ -170,6 +204,7 @@ impl Linear {
     pub fn row(&self, row: usize, out: &mut [f32]) {
         match self {
             Self::Quantized(m) => m.dequantize_row(row, out),
+            Self::Blocked(m) => m.dequantize_row(row, out),
             Self::Dense(m) => out.copy_from_slice(&m.values[row * m.cols..(row + 1) * m.cols]),
         }
     }

@@ -192,6 +192,38 @@ fn worker(shared: &Shared, index: usize, shares: usize) {
     }
 }
 
+/// One buffer that a job's shares write in disjoint parts.
+pub struct SharedRows<'a, T> {
+    ptr: *mut T,
+    len: usize,
+    _buffer: std::marker::PhantomData<&'a mut [T]>,
+}
+
+// SAFETY: shares write disjoint ranges (the contract of `slice`), and the borrow keeps the
+// buffer alive for the whole job.
+unsafe impl<T: Send> Send for SharedRows<'_, T> {}
+unsafe impl<T: Send> Sync for SharedRows<'_, T> {}
+
+impl<'a, T> SharedRows<'a, T> {
+    pub fn new(buffer: &'a mut [T]) -> Self {
+        Self {
+            ptr: buffer.as_mut_ptr(),
+            len: buffer.len(),
+            _buffer: std::marker::PhantomData,
+        }
+    }
+
+    /// `len` values from `start`.
+    ///
+    /// # Safety
+    /// No other share touches this range while the slice lives.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn slice(&self, start: usize, len: usize) -> &mut [T] {
+        assert!(start + len <= self.len, "shared range out of bounds");
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(start), len) }
+    }
+}
+
 /// The part of `0..len` that share `share` of `shares` covers (contiguous, balanced).
 pub fn share_range(len: usize, share: usize, shares: usize) -> std::ops::Range<usize> {
     let start = len * share / shares;

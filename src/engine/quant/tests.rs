@@ -197,3 +197,89 @@ fn dense_fallback_and_bad_shapes() {
         Err(QuantError::Shape(_))
     ));
 }
+
+/// Odd shapes on purpose: a partial last group (cols % 32), a partial last block
+/// (rows % 16) and row counts that leave partial register tiles.
+const BLOCKED_SHAPES: [(usize, usize); 3] = [(37, 100), (64, 384), (16, 32)];
+
+#[test]
+fn blocked_weights_round_trip_within_half_a_step() {
+    let mut rng = StdRng::seed_from_u64(11);
+    for (rows, cols) in BLOCKED_SHAPES {
+        let values = random(&mut rng, rows * cols);
+        let w = Linear::quantize_for_batches(&values, rows, cols).unwrap();
+        let mut row = vec![0.0; cols];
+        for r in 0..rows {
+            w.row(r, &mut row);
+            for (c, (&got, &want)) in row.iter().zip(&values[r * cols..]).enumerate() {
+                let group =
+                    &values[r * cols + c / 32 * 32..r * cols + (c / 32 * 32 + 32).min(cols)];
+                let step = group.iter().fold(0.0f32, |m, v| m.max(v.abs())) / 127.0;
+                assert!(
+                    (got - want).abs() <= 0.5001 * step,
+                    "({r}, {c}): {got} vs {want}"
+                );
+            }
+        }
+    }
+    assert!(Linear::quantize_for_batches(&[1.0; 5], 2, 3).is_err());
+}
+
+#[test]
+fn blocked_products_match_f64_and_give_the_same_bits_on_every_kernel() {
+    let mut rng = StdRng::seed_from_u64(12);
+    for (n, k) in BLOCKED_SHAPES {
+        let values = random(&mut rng, n * k);
+        let w = Linear::quantize_for_batches(&values, n, k).unwrap();
+        let rows = 13;
+        let x = random(&mut rng, rows * k);
+        // f64 over the dequantized weights and the 8-bit activations the kernels see.
+        let mut wf = vec![0.0f32; k];
+        let mut scratch = QuantizedRows::default();
+        scratch.quantize_with(None, &x, rows, k, k.div_ceil(32));
+        let mut expected = vec![0.0f64; rows * n];
+        for j in 0..n {
+            w.row(j, &mut wf);
+            for r in 0..rows {
+                expected[r * n + j] = (0..k)
+                    .map(|i| {
+                        let xq = scratch.row_q(r)[i] as f64 * scratch.row_scales(r)[i / 32] as f64;
+                        xq * wf[i] as f64
+                    })
+                    .sum();
+            }
+        }
+        let mut first: Option<Vec<f32>> = None;
+        for isa in Isa::available() {
+            for threads in [1, 3] {
+                let mut mm = Matmul::with_isa(threads, isa);
+                let mut out = Vec::new();
+                mm.forward(&w, &x, rows, &mut out).unwrap();
+                for (i, (&got, &want)) in out.iter().zip(&expected).enumerate() {
+                    assert!(
+                        (got as f64 - want).abs() <= 1e-4 * want.abs().max(1.0),
+                        "{isa:?} ({n}x{k}) output {i}: {got} vs {want}"
+                    );
+                }
+                match &first {
+                    None => first = Some(out),
+                    Some(bits) => assert!(
+                        bits.iter()
+                            .zip(&out)
+                            .all(|(a, b)| a.to_bits() == b.to_bits()),
+                        "{isa:?} on {threads} threads differs from the first kernel"
+                    ),
+                }
+            }
+        }
+        // A row alone gives the bits it gave in the batch of 13.
+        let mut mm = Matmul::new(1);
+        let mut alone = Vec::new();
+        mm.forward(&w, &x[5 * k..6 * k], 1, &mut alone).unwrap();
+        let batch = first.unwrap();
+        assert!(alone
+            .iter()
+            .zip(&batch[5 * n..6 * n])
+            .all(|(a, b)| a.to_bits() == b.to_bits()));
+    }
+}

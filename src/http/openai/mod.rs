@@ -110,6 +110,7 @@ pub(crate) mod test_support {
             context_length: 512,
             path: String::new(),
             dimensions: None,
+            precision: None,
         };
         let handle = ChatModelHandle::new(info, queue, crate::engine::test_tokenizer());
         let stream = handle

@@ -28,6 +28,8 @@ pub(super) struct ModelObject {
     context_length: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     dimensions: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    precision: Option<String>,
 }
 
 impl From<ModelInfo> for ModelObject {
@@ -41,6 +43,7 @@ impl From<ModelInfo> for ModelObject {
             architecture: info.architecture,
             context_length: info.context_length,
             dimensions: info.dimensions,
+            precision: info.precision,
         }
     }
 }
@@ -91,11 +94,13 @@ mod tests {
             context_length: 512,
             path: "/models/minilm".into(),
             dimensions: Some(384),
+            precision: Some("int8".into()),
         };
         let value = serde_json::to_value(ModelObject::from(info)).unwrap_or_default();
         let expected = json!({
             "id": "minilm", "object": "model", "created": 0, "owned_by": "warden",
             "kind": "embedding", "architecture": "bert", "context_length": 512, "dimensions": 384,
+            "precision": "int8",
         });
         assert_eq!(value, expected);
     }

@@ -3,7 +3,7 @@
 //! attends to exactly its own prefix in a fixed order, so it gives the same result in a
 //! prefill chunk, in a decode step or beside other sequences in a batch.
 
-use super::ops::exp;
+use crate::engine::fast_math::exp;
 
 /// Keys and values of one sequence.
 pub struct SequenceCache {

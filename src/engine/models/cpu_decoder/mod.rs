@@ -17,7 +17,7 @@ use super::hyper::{read_hyper, Hyper};
 use super::CausalLm;
 use crate::engine::error::{EngineError, Result};
 use crate::engine::gguf::GgufFile;
-use crate::engine::quant::{Linear, Matmul};
+use crate::engine::quant::{pool, Linear, Matmul};
 
 struct Layer {
     attention_norm: Vec<f32>,
@@ -72,23 +72,6 @@ struct Buffers {
     up: Vec<f32>,
     last: Vec<f32>,
     logits: Vec<f32>,
-}
-
-/// Rows of one buffer written by several threads, each its own rows.
-#[derive(Clone, Copy)]
-struct SharedRows(*mut f32);
-// SAFETY: every attention unit writes a disjoint `head_dim` range of the buffer, which
-// outlives the pool job.
-unsafe impl Send for SharedRows {}
-unsafe impl Sync for SharedRows {}
-
-impl SharedRows {
-    /// # Safety
-    /// The range is inside the buffer and no other thread touches it meanwhile.
-    #[allow(clippy::mut_from_ref)]
-    unsafe fn slice(&self, start: usize, len: usize) -> &mut [f32] {
-        unsafe { std::slice::from_raw_parts_mut(self.0.add(start), len) }
-    }
 }
 
 impl CpuDecoder {
@@ -341,7 +324,7 @@ impl CpuDecoder {
         }
         b.attended.clear();
         b.attended.resize(rows * q_width, 0.0);
-        let out = SharedRows(b.attended.as_mut_ptr());
+        let out = pool::SharedRows::new(&mut b.attended);
         let (heads, group) = (h.heads, h.heads / h.kv_heads);
         let (q, slots) = (&b.q, &self.slots);
         let units = rows * heads;

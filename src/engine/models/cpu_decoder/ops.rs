@@ -1,6 +1,8 @@
-//! Row-wise float operations of the CPU decoder: RMS norm, rotary embedding, SiLU gating,
-//! a vectorizable exponential. Each works on one row in a fixed order, so a row's result
-//! never depends on the rows beside it.
+//! Row-wise float operations of the CPU decoder: RMS norm, rotary embedding, SiLU gating.
+//! Each works on one row in a fixed order, so a row's result never depends on the rows
+//! beside it.
+
+use crate::engine::fast_math::exp;
 
 /// `x · w / √(mean(x²) + ε)`, in place.
 pub fn rms_norm(x: &mut [f32], weight: &[f32], eps: f32) {
@@ -53,45 +55,9 @@ pub fn add(x: &mut [f32], y: &[f32]) {
     }
 }
 
-/// `eˣ` to about 2 ulp, branch-free so loops over it vectorize (libm's `expf` does not).
-#[inline(always)]
-pub fn exp(x: f32) -> f32 {
-    const LOG2E: f32 = std::f32::consts::LOG2_E;
-    const LN2_HI: f32 = 0.693_359_4;
-    const LN2_LO: f32 = -2.121_944_4e-4;
-    let x = x.clamp(-87.3, 88.7);
-    let n = (x * LOG2E + 0.5).floor();
-    let r = x - n * LN2_HI - n * LN2_LO;
-    // exp(r) on |r| ≤ ln2/2 (Cephes' expf polynomial).
-    let mut p = 1.987_569_1e-4f32;
-    p = p * r + 1.398_199_9e-3;
-    p = p * r + 8.333_452e-3;
-    p = p * r + 4.166_579_6e-2;
-    p = p * r + 1.666_666_5e-1;
-    p = p * r + 5.000_000_1e-1;
-    let e = p * r * r + r + 1.0;
-    let scale = f32::from_bits((((n as i32) + 127) as u32) << 23);
-    e * scale
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn exp_is_close_to_libm_over_the_range_attention_uses() {
-        let mut x = -87.0f32;
-        while x < 88.0 {
-            let (got, want) = (exp(x), x.exp());
-            assert!(
-                ((got - want) / want).abs() < 4e-7,
-                "exp({x}) = {got}, libm {want}"
-            );
-            x += 0.0137;
-        }
-        assert_eq!(exp(0.0), 1.0);
-        assert!(exp(-1000.0) >= 0.0 && exp(-1000.0) < 1e-37);
-    }
 
     #[test]
     fn rms_norm_and_rope_match_their_definitions() {
