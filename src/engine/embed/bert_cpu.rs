@@ -225,13 +225,13 @@ impl BertCpu {
         self.matmul
             .forward(&layer.attention_out, &s.context, rows, &mut s.projected)
             .map_err(quant)?;
-        add_bias(&mut s.projected, &layer.attention_out_bias);
-        for (row, out) in x.chunks_exact_mut(h).zip(s.projected.chunks_exact(h)) {
-            for (a, b) in row.iter_mut().zip(out) {
-                *a += b;
-            }
-            layer_norm(row, &layer.attention_norm, eps);
-        }
+        residual_norm(
+            x,
+            &s.projected,
+            &layer.attention_out_bias,
+            &layer.attention_norm,
+            eps,
+        );
         self.matmul
             .forward(&layer.up, x, rows, &mut s.up)
             .map_err(quant)?;
@@ -251,13 +251,7 @@ impl BertCpu {
         self.matmul
             .forward(&layer.down, &s.up, rows, &mut s.projected)
             .map_err(quant)?;
-        add_bias(&mut s.projected, &layer.down_bias);
-        for (row, out) in x.chunks_exact_mut(h).zip(s.projected.chunks_exact(h)) {
-            for (a, b) in row.iter_mut().zip(out) {
-                *a += b;
-            }
-            layer_norm(row, &layer.output_norm, eps);
-        }
+        residual_norm(x, &s.projected, &layer.down_bias, &layer.output_norm, eps);
         Ok(())
     }
 }
@@ -273,6 +267,17 @@ fn activate(row: &mut [f32], bias: &[f32], activation: HiddenAct) {
             *v = 0.5 * x * (2.0 - 2.0 / (exp(2.0 * y) + 1.0));
         }),
         HiddenAct::Relu => pairs.for_each(|(v, b)| *v = (*v + b).max(0.0)),
+    }
+}
+
+/// `x ← norm(x + out + bias)`, row by row (`bias.len()` wide).
+fn residual_norm(x: &mut [f32], out: &[f32], bias: &[f32], norm: &LayerNorm, eps: f32) {
+    let h = bias.len();
+    for (row, out) in x.chunks_exact_mut(h).zip(out.chunks_exact(h)) {
+        for ((a, b), c) in row.iter_mut().zip(out).zip(bias) {
+            *a += b + c;
+        }
+        layer_norm(row, norm, eps);
     }
 }
 
