@@ -44,7 +44,7 @@ pub struct ModelFlags {
     #[arg(long, env = "WARDEN_MAX_BATCH", default_value_t = 8)]
     pub max_batch: usize,
     /// Embedding encoder: `int8` (Warden's CPU encoder, 8-bit weights and activations),
-    /// `f32` (full precision) or `auto` (int8 on a CPU with AVX-512 VNNI, else f32).
+    /// `f32` (full precision) or `auto` (int8 on a CPU with AVX2 or AVX-512 VNNI, else f32).
     #[arg(long, env = "WARDEN_EMBED_PRECISION", default_value = "auto")]
     pub embed_precision: EmbedPrecision,
     /// Longest string constrained JSON output may hold where its schema sets no maxLength.

@@ -26,7 +26,7 @@ pub const BATCH_SIZE: usize = 32;
 /// Which encoder computes embeddings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EmbedPrecision {
-    /// `int8` on a CPU with AVX-512 VNNI, `f32` otherwise.
+    /// `int8` on a CPU with AVX2 or AVX-512 VNNI, `f32` otherwise (no SIMD kernel).
     Auto,
     /// candle's BERT in full precision (cosine ≥ 0.999 against sentence-transformers).
     F32,
@@ -102,7 +102,7 @@ impl Embedder {
             .map_err(|e| bad(&weights_path, format!("cannot read: {e}")))?;
         let int8 = match precision {
             EmbedPrecision::Auto => {
-                device.is_cpu() && Isa::detect() == Isa::Avx512Vnni && BertCpu::supports(&config)
+                device.is_cpu() && Isa::detect() != Isa::Portable && BertCpu::supports(&config)
             }
             EmbedPrecision::F32 => false,
             EmbedPrecision::Int8 if BertCpu::supports(&config) => true,

@@ -1,10 +1,13 @@
 //! Batched products against `BlockedMatrix` weights: the encoder's matmuls, where a batch
 //! of sentences puts hundreds of activation rows on each weight. The AVX-512 VNNI kernel
-//! keeps a tile of 2 blocks × 6 rows of sums in registers; the portable one computes the
-//! same integer sums and the same float steps in the same order, so both give the same
-//! bits, and a row's result never depends on which rows share the call.
+//! keeps a tile of 2 blocks × 6 rows of sums in registers, the AVX2 one 1 block × 4 rows;
+//! the portable one computes the same integer sums and the same float steps in the same
+//! order, so all give the same bits, and a row's result never depends on which rows share
+//! the call.
 
 mod portable;
+#[cfg(target_arch = "x86_64")]
+mod x86_avx2;
 #[cfg(target_arch = "x86_64")]
 mod x86_avx512;
 
@@ -37,6 +40,8 @@ pub unsafe fn matmul_blocks(
     match isa {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512Vnni => unsafe { x86_avx512::matmul_blocks(w, a, blocks, out) },
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => unsafe { x86_avx2::matmul_blocks(w, a, blocks, out) },
         _ => portable::matmul_blocks(w, a, blocks, out),
     }
 }
