@@ -1,8 +1,10 @@
 //! Generation for one chat model: prompt rendering and tokenization, prompt-prefix KV
 //! reuse per sequence slot, chunked prefill, constrained sampling, stop conditions,
-//! streaming deltas. A request is a `Sequence` advanced one token per `step`, and a step
-//! runs every active sequence through the model together (continuous batching). Runs on
-//! the model's worker thread only.
+//! streaming deltas. A request is a `Sequence` advanced by `step`, and a step runs every
+//! active sequence through the model together (continuous batching): one token of each
+//! decoding sequence and the next part of each prompt being prefilled, so a joining
+//! request neither waits for the others to finish nor stalls their decoding. Runs on the
+//! model's worker thread only.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -20,6 +22,10 @@ use super::types::{ChatRequest, FinishReason, GenerationEvent, GenerationSummary
 /// Prompt tokens run through the model per forward pass during prefill; bounds the size
 /// of the attention score matrix for long prompts.
 const PREFILL_CHUNK: usize = 512;
+
+/// Prompt tokens another prompt must be about to compute for this one to wait a pass and
+/// copy them instead of computing them too.
+const SHARED_PREFIX_MIN: usize = 32;
 
 /// A loaded chat model with everything needed to serve requests.
 pub struct ChatRuntime {
@@ -49,8 +55,11 @@ pub struct Sequence {
     stop: Vec<String>,
     ignore_eos: bool,
     max_new: usize,
-    prompt_tokens: usize,
+    prompt: Vec<u32>,
+    /// True until every prompt token is in the slot's cache.
+    prefilling: bool,
     reused: usize,
+    started: Instant,
     prefill_ms: f64,
     decode_started: Instant,
     /// The sampled token the next step runs (not yet in the cache); `None` once finished.
@@ -62,8 +71,16 @@ pub struct Sequence {
 impl Sequence {
     /// True once the sequence needs no more model steps.
     pub fn finished(&self) -> bool {
-        self.next.is_none()
+        self.next.is_none() && !self.prefilling
     }
+}
+
+/// One sequence's part of a model pass.
+struct PlannedPart {
+    /// Its place in the step's batch.
+    index: usize,
+    slot: usize,
+    tokens: Vec<u32>,
 }
 
 impl ChatRuntime {
@@ -140,14 +157,10 @@ impl ChatRuntime {
         Ok(tokens)
     }
 
-    /// Starts a request in a free slot: prefills its prompt (reusing the slot's cached
-    /// prefix) and samples its first token.
-    pub fn start(
-        &mut self,
-        request: &ChatRequest,
-        cancel: &AtomicBool,
-        emit: &mut Emit,
-    ) -> Result<Sequence> {
+    /// Starts a request in a free slot: takes the longest cached prefix of its prompt (its
+    /// slot's own, or a copy of another slot's) and leaves the rest to `step`, which
+    /// prefills it alongside the other sequences' decoding.
+    pub fn start(&mut self, request: &ChatRequest) -> Result<Sequence> {
         let shape = OutputShape::for_request(request)?;
         let constraint = self.constraints.constraint(&shape)?;
         let prompt = self.prompt_tokens(request)?;
@@ -158,6 +171,9 @@ impl ChatRuntime {
                 context,
             });
         }
+        if prompt.is_empty() {
+            return Err(EngineError::Inference("the prompt has no tokens".into()));
+        }
         let slot = self
             .best_slot(&prompt)
             .ok_or_else(|| EngineError::Inference("no free sequence slot".into()))?;
@@ -166,7 +182,13 @@ impl ChatRuntime {
             .unwrap_or(usize::MAX)
             .min(context - prompt.len());
         let started = Instant::now();
-        let (logits, reused) = self.prefill(slot, &prompt, cancel)?;
+        // At least one token must run to produce logits.
+        let mut reused = common_prefix(&self.cached[slot], &prompt).min(prompt.len() - 1);
+        if !self.model.truncate_slot(slot, reused) {
+            self.model.truncate_slot(slot, 0);
+            reused = 0;
+        }
+        self.cached[slot].truncate(reused);
         self.busy[slot] = true;
         let mut sequence = Sequence {
             slot,
@@ -180,35 +202,42 @@ impl ChatRuntime {
             stop: request.stop.clone(),
             ignore_eos: request.ignore_eos,
             max_new,
-            prompt_tokens: prompt.len(),
+            prompt,
+            prefilling: true,
             reused,
-            prefill_ms: started.elapsed().as_secs_f64() * 1e3,
-            decode_started: Instant::now(),
+            started,
+            prefill_ms: 0.0,
+            decode_started: started,
             next: None,
             failed: None,
         };
-        if max_new > 0 {
-            if let Err(err) = self.take(&mut sequence, logits, cancel, emit) {
-                self.busy[slot] = false;
-                return Err(err);
-            }
-        }
+        self.adopt_prefix(&mut sequence);
         Ok(sequence)
     }
 
-    /// Runs the next token of every unfinished sequence in one model pass, then samples
-    /// each one's following token. A failure fails the whole step (the caches are reset).
+    /// Runs one model pass over every unfinished sequence: the next token of each decoding
+    /// one, and the next part of each prompt still prefilling (up to `PREFILL_CHUNK` prompt
+    /// tokens in all, oldest requests first); then samples the token after each decoded
+    /// token and after each completed prompt. A failure fails the whole step (the caches
+    /// are reset).
     pub fn step(&mut self, batch: &mut [(&mut Sequence, &mut Emit, &AtomicBool)]) -> Result<()> {
-        let tokens: Vec<(usize, [u32; 1])> = batch
-            .iter()
-            .filter_map(|(s, _, _)| s.next.map(|t| (s.slot, [t])))
-            .collect();
-        if tokens.is_empty() {
+        for (sequence, _, cancel) in batch.iter_mut() {
+            if sequence.prefilling && cancel.load(Ordering::Relaxed) {
+                // Nothing to generate from: `finish` reports it.
+                sequence.prefilling = false;
+                sequence.failed = Some(EngineError::Inference("cancelled during prefill".into()));
+            }
+            if sequence.prefilling {
+                self.adopt_prefix(sequence);
+            }
+        }
+        let plan = self.plan(batch);
+        if plan.is_empty() {
             return Ok(());
         }
-        let steps: Vec<(usize, &[u32], usize)> = tokens
+        let steps: Vec<(usize, &[u32], usize)> = plan
             .iter()
-            .map(|(slot, t)| (*slot, &t[..], self.cached[*slot].len()))
+            .map(|part| (part.slot, &part.tokens[..], self.cached[part.slot].len()))
             .collect();
         let logits = match self.model.forward_batch(&steps) {
             Ok(logits) if logits.len() == steps.len() => logits,
@@ -223,13 +252,20 @@ impl ChatRuntime {
                 return Err(err.into());
             }
         };
-        let mut logits = logits.into_iter();
-        for (sequence, emit, cancel) in batch.iter_mut() {
-            let Some(token) = sequence.next else { continue };
-            self.cached[sequence.slot].push(token);
-            let Some(step_logits) = logits.next() else {
-                break;
-            };
+        for (part, step_logits) in plan.into_iter().zip(logits) {
+            let (sequence, emit, cancel) = &mut batch[part.index];
+            self.cached[sequence.slot].extend_from_slice(&part.tokens);
+            if sequence.prefilling {
+                if self.cached[sequence.slot].len() < sequence.prompt.len() {
+                    continue;
+                }
+                sequence.prefilling = false;
+                sequence.prefill_ms = sequence.started.elapsed().as_secs_f64() * 1e3;
+                sequence.decode_started = Instant::now();
+                if sequence.max_new == 0 {
+                    continue;
+                }
+            }
             if let Err(err) = self.take(sequence, step_logits, cancel, *emit) {
                 // This sequence's failure alone: `finish` reports it.
                 sequence.next = None;
@@ -237,6 +273,46 @@ impl ChatRuntime {
             }
         }
         Ok(())
+    }
+
+    /// What the next pass runs for each sequence of `batch`. A prompt waits a pass when
+    /// one planned before it is about to compute a longer shared prefix (a common system
+    /// prompt): the next pass copies those keys and values instead of computing them again.
+    fn plan(&self, batch: &[(&mut Sequence, &mut Emit, &AtomicBool)]) -> Vec<PlannedPart> {
+        let mut plan = Vec::new();
+        let mut budget = PREFILL_CHUNK;
+        let mut prefills: Vec<&[u32]> = Vec::new();
+        for (index, (sequence, _, _)) in batch.iter().enumerate() {
+            let slot = sequence.slot;
+            if let Some(token) = sequence.next {
+                plan.push(PlannedPart {
+                    index,
+                    slot,
+                    tokens: vec![token],
+                });
+                continue;
+            }
+            if !sequence.prefilling || budget == 0 {
+                continue;
+            }
+            let prompt = &sequence.prompt;
+            let done = self.cached[slot].len();
+            let worth_waiting = prefills.iter().any(|planned| {
+                common_prefix(planned, prompt).min(prompt.len() - 1) >= done + SHARED_PREFIX_MIN
+            });
+            if worth_waiting {
+                continue;
+            }
+            let end = (done + budget).min(prompt.len());
+            budget -= end - done;
+            prefills.push(&prompt[..end]);
+            plan.push(PlannedPart {
+                index,
+                slot,
+                tokens: prompt[done..end].to_vec(),
+            });
+        }
+        plan
     }
 
     /// Ends a sequence: frees its slot, sends held text, parses tool calls.
@@ -263,7 +339,7 @@ impl ChatRuntime {
             s.deltas.release_held(emit);
         }
         Ok(GenerationSummary {
-            prompt_tokens: s.prompt_tokens,
+            prompt_tokens: s.prompt.len(),
             cached_prompt_tokens: s.reused,
             completion_tokens: s.generated.len(),
             finish_reason: finish,
@@ -329,70 +405,23 @@ impl ChatRuntime {
             .max_by_key(|&slot| common_prefix(&self.cached[slot], prompt))
     }
 
-    /// Brings slot `slot`'s cache to `prompt` and returns the logits after its last token,
-    /// reusing the longest cached prefix. Returns how many prompt tokens were reused.
-    fn prefill(
-        &mut self,
-        slot: usize,
-        prompt: &[u32],
-        cancel: &AtomicBool,
-    ) -> Result<(Vec<f32>, usize)> {
-        let mut common = common_prefix(&self.cached[slot], prompt);
-        // Another slot (running or not) may hold a longer part of this prompt, such as a
-        // shared system prompt: copying its keys and values gives the same bits as
-        // computing them.
+    /// Copies another slot's cached keys and values for a longer part of `s`'s prompt than
+    /// its own slot holds (same bits as computing them).
+    fn adopt_prefix(&mut self, s: &mut Sequence) {
+        let slot = s.slot;
+        let done = self.cached[slot].len();
         let donor = (0..self.cached.len())
             .filter(|&other| other != slot)
-            .map(|other| (other, common_prefix(&self.cached[other], prompt)))
+            .map(|other| (other, common_prefix(&self.cached[other], &s.prompt)))
             .max_by_key(|&(_, shared)| shared);
         if let Some((other, shared)) = donor {
-            let shared = shared.min(prompt.len().saturating_sub(1));
-            if shared > common && self.model.copy_prefix(other, slot, shared) {
+            let shared = shared.min(s.prompt.len() - 1);
+            if shared > done && self.model.copy_prefix(other, slot, shared) {
                 self.cached[slot].clear();
-                self.cached[slot].extend_from_slice(&prompt[..shared]);
-                common = shared;
+                self.cached[slot].extend_from_slice(&s.prompt[..shared]);
+                s.reused += shared - done;
             }
         }
-        // At least one token must run to produce logits.
-        let mut reused = common.min(prompt.len().saturating_sub(1));
-        if !self.model.truncate_slot(slot, reused) {
-            self.model.truncate_slot(slot, 0);
-            reused = 0;
-        }
-        self.cached[slot].truncate(reused);
-        let mut logits = None;
-        for chunk in prompt[reused..].chunks(PREFILL_CHUNK) {
-            if cancel.load(Ordering::Relaxed) {
-                break;
-            }
-            let position = self.cached[slot].len();
-            match self.model.forward_batch(&[(slot, chunk, position)]) {
-                Ok(mut out) if out.len() == 1 => {
-                    self.cached[slot].extend_from_slice(chunk);
-                    logits = out.pop();
-                }
-                Ok(_) => {
-                    self.reset_slot(slot);
-                    return Err(EngineError::Inference(
-                        "the model returned no logits".into(),
-                    ));
-                }
-                Err(err) => {
-                    self.reset_slot(slot);
-                    return Err(err.into());
-                }
-            }
-        }
-        match logits {
-            Some(logits) => Ok((logits, reused)),
-            // Cancelled before any work: nothing to generate from.
-            None => Err(EngineError::Inference("cancelled during prefill".into())),
-        }
-    }
-
-    fn reset_slot(&mut self, slot: usize) {
-        self.cached[slot].clear();
-        self.model.truncate_slot(slot, 0);
     }
 }
 
@@ -475,3 +504,6 @@ impl DeltaGate {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -55,22 +55,7 @@ fn load_chat(
     limits: OutputLimits,
 ) -> Result<(ChatRuntime, ModelInfo, Arc<TextTokenizer>)> {
     let gguf = GgufFile::open(&spec.path)?;
-    let tokenizer = Arc::new(TextTokenizer::load(&gguf)?);
-    let token_text = |id: Option<u64>| {
-        id.map(|id| {
-            String::from_utf8_lossy(tokenizer.token_bytes(id as u32))
-                .trim_start_matches('\u{FFFD}')
-                .to_string()
-        })
-        .unwrap_or_default()
-    };
-    let bos = token_text(gguf.optional_u64("tokenizer.ggml.bos_token_id"));
-    let eos = token_text(gguf.optional_u64("tokenizer.ggml.eos_token_id"));
-    let template = ChatTemplate::new(gguf.optional_string("tokenizer.chat_template"), bos, eos)
-        .map_err(|e| EngineError::BadModelFile {
-            path: spec.path.clone(),
-            reason: e.to_string(),
-        })?;
+    let (tokenizer, template) = tokenizer_and_template(&gguf, &spec.path)?;
     let (model, architecture) = models::load(gguf, &device::select(), max_context)?;
     let runtime = ChatRuntime::new(model, tokenizer.clone(), template, limits)?;
     let info = ModelInfo {
@@ -85,6 +70,30 @@ fn load_chat(
     Ok((runtime, info, tokenizer))
 }
 
+/// A GGUF's tokenizer and chat template (with its BOS and EOS texts).
+pub(super) fn tokenizer_and_template(
+    gguf: &GgufFile,
+    path: &std::path::Path,
+) -> Result<(Arc<TextTokenizer>, ChatTemplate)> {
+    let tokenizer = Arc::new(TextTokenizer::load(gguf)?);
+    let token_text = |id: Option<u64>| {
+        id.map(|id| {
+            String::from_utf8_lossy(tokenizer.token_bytes(id as u32))
+                .trim_start_matches('\u{FFFD}')
+                .to_string()
+        })
+        .unwrap_or_default()
+    };
+    let bos = token_text(gguf.optional_u64("tokenizer.ggml.bos_token_id"));
+    let eos = token_text(gguf.optional_u64("tokenizer.ggml.eos_token_id"));
+    let template = ChatTemplate::new(gguf.optional_string("tokenizer.chat_template"), bos, eos)
+        .map_err(|e| EngineError::BadModelFile {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+    Ok((tokenizer, template))
+}
+
 /// A request being decoded, with where its events go.
 struct Active {
     job: ChatJob,
@@ -93,7 +102,8 @@ struct Active {
 }
 
 /// The continuous-batching loop: requests join at step boundaries while a sequence slot is
-/// free, every step decodes all of them together, and finished or cancelled ones leave.
+/// free, every step decodes all of them together and prefills the prompts of those that
+/// joined, and finished or cancelled ones leave.
 fn serve_chat(
     mut runtime: ChatRuntime,
     jobs: flume::Receiver<ChatJob>,
@@ -120,16 +130,12 @@ fn serve_chat(
                 continue;
             }
             metrics.model_busy(model, 1);
-            let mut first_text = None;
-            let started = catch_unwind(AssertUnwindSafe(|| {
-                let mut emit = emitter(&job, &mut first_text);
-                runtime.start(&job.request, &job.cancel, &mut emit)
-            }));
+            let started = catch_unwind(AssertUnwindSafe(|| runtime.start(&job.request)));
             match started {
                 Ok(Ok(sequence)) => active.push(Active {
                     job,
                     sequence,
-                    first_text,
+                    first_text: None,
                 }),
                 Ok(Err(err)) => {
                     metrics.model_busy(model, -1);
