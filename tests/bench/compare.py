@@ -20,6 +20,10 @@ Reference figures:
 
 Each measurement is repeated --repeats times after a warm-up; the median is reported.
 
+--gguf PATH runs the inference comparison on another GGUF (Warden gets it as
+--chat-model), e.g. the K-quant model of tests/bench/models.toml; --skip-embed
+leaves the embedding comparison out.
+
 Warden figures come from `WARDEN bench inference --json` and
 `WARDEN bench embed --json` (last JSON object line on stdout).
 
@@ -95,13 +99,13 @@ def embed_corpus(n=256):
 # --------------------------------------------------------------------------
 # llama.cpp reference
 
-def bench_llama(threads, new_tokens, repeats, raw_prompt=False):
+def bench_llama(threads, new_tokens, repeats, raw_prompt=False, gguf=GGUF):
     import numpy as np
     import llama_cpp
     from llama_cpp import Llama
 
     text = PROMPT_FILE.read_text(encoding="utf-8")
-    llm = Llama(model_path=str(GGUF), n_ctx=1024, n_batch=1024, n_ubatch=512,
+    llm = Llama(model_path=str(gguf), n_ctx=1024, n_batch=1024, n_ubatch=512,
                 n_threads=threads, n_threads_batch=threads, seed=1234, verbose=False)
     if raw_prompt:
         ids = llm.tokenize(text.encode("utf-8"), add_bos=True, special=False)
@@ -157,7 +161,7 @@ def bench_llama(threads, new_tokens, repeats, raw_prompt=False):
     log(f"llama.cpp greedy continuation starts: {cont!r}")
     return {
         "engine": f"llama-cpp-python {llama_cpp.__version__}",
-        "model": GGUF.name,
+        "model": Path(gguf).name,
         "threads": threads,
         "prompt_tokens": len(ids),
         "prompt_format": "raw" if raw_prompt else "chat_template",
@@ -263,11 +267,15 @@ def main():
     ap.add_argument("--timeout", type=int, default=900, help="seconds per warden command")
     ap.add_argument("--raw-prompt", action="store_true",
                     help="feed prompt.txt to llama.cpp as raw text instead of as a chat-templated user message")
+    ap.add_argument("--gguf", type=Path, default=GGUF,
+                    help="chat model for the inference comparison (default: the default model)")
+    ap.add_argument("--skip-embed", action="store_true", help="leave the embedding comparison out")
     ap.add_argument("--skip-reference", action="store_true", help="only run warden")
     ap.add_argument("--skip-warden", action="store_true", help="only run the reference stacks")
     args = ap.parse_args()
 
-    for p in (GGUF, EMBED_DIR, PROMPT_FILE):
+    gguf = args.gguf.resolve()
+    for p in (gguf, EMBED_DIR, PROMPT_FILE):
         if not p.exists():
             sys.exit(f"missing {p}; run models/fetch first")
 
@@ -275,8 +283,8 @@ def main():
 
     if not args.skip_reference:
         result["reference"] = {
-            "inference": bench_llama(args.threads, args.new_tokens, args.repeats, args.raw_prompt),
-            "embed": bench_embed(args.threads, args.batch, args.repeats),
+            "inference": bench_llama(args.threads, args.new_tokens, args.repeats, args.raw_prompt, gguf),
+            "embed": None if args.skip_embed else bench_embed(args.threads, args.batch, args.repeats),
         }
 
     warden = args.warden if args.warden.is_absolute() else ROOT / args.warden
@@ -288,8 +296,11 @@ def main():
         result["notes"].append(msg)
     else:
         w = {}
-        for kind in ("inference", "embed"):
-            obj, err = run_warden(warden, ["bench", kind, "--json"] + args.warden_arg, args.timeout)
+        kinds = {"inference": ["--chat-model", str(gguf)], "embed": []}
+        if args.skip_embed:
+            del kinds["embed"]
+        for kind, extra in kinds.items():
+            obj, err = run_warden(warden, ["bench", kind, "--json"] + extra + args.warden_arg, args.timeout)
             if err:
                 msg = f"warden bench {kind} failed: {err}"
                 log(msg)
@@ -313,13 +324,13 @@ def main():
                                    f"reference {ref_e['tokens']} (corpus out of sync with src/cli/bench.rs?)")
 
     if result["reference"] and result["warden"]:
-        ri, re_ = result["reference"]["inference"], result["reference"]["embed"]
+        ri, re_ = result["reference"]["inference"], result["reference"]["embed"] or {}
         wi = result["warden"].get("inference") or {}
         we = result["warden"].get("embed") or {}
         result["ratios"] = {
             "prefill": ratio(wi.get("prefill_tokens_per_s"), ri["prefill_tokens_per_s"]),
             "decode": ratio(wi.get("decode_tokens_per_s"), ri["decode_tokens_per_s"]),
-            "embed": ratio(we.get("sentences_per_s"), re_["sentences_per_s"]),
+            "embed": ratio(we.get("sentences_per_s"), re_.get("sentences_per_s")),
             "ttft": ratio(wi.get("ttft_ms"), ri["ttft_ms"]),
         }
         result["notes"].append("ratios are warden/reference; >1 is better except ttft (lower is better)")
