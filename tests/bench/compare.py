@@ -296,7 +296,8 @@ def main():
         result["notes"].append(msg)
     else:
         w = {}
-        kinds = {"inference": ["--chat-model", str(gguf)], "embed": []}
+        kinds = {"inference": ["--chat-model", str(gguf), "--decode-tokens", str(args.new_tokens)],
+                 "embed": []}
         if args.skip_embed:
             del kinds["embed"]
         for kind, extra in kinds.items():
