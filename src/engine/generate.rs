@@ -19,8 +19,9 @@ use super::text_stream::{Pushed, TextStream};
 use super::tokenizer::TextTokenizer;
 use super::types::{ChatRequest, FinishReason, GenerationEvent, GenerationSummary, ToolChoice};
 
-/// Prompt tokens run through the model per forward pass during prefill; bounds the size
-/// of the attention score matrix for long prompts.
+/// Prompt tokens one model pass runs, over all the prompts being prefilled: bounds the
+/// size of the attention score matrix for long prompts and how long the decoding
+/// sequences sharing the pass wait for their next token.
 const PREFILL_CHUNK: usize = 512;
 
 /// Prompt tokens another prompt must be about to compute for this one to wait a pass and

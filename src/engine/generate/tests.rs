@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use super::*;
 use crate::engine::gguf::GgufFile;
+use crate::engine::models::reference::model_path;
 use crate::engine::types::{ChatMessage, Role, SamplingParams};
 use crate::engine::worker::tokenizer_and_template;
 
@@ -63,13 +64,7 @@ impl CausalLm for Scripted {
 }
 
 fn runtime(slots: usize) -> (ChatRuntime, Arc<Mutex<Log>>) {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        path.is_file(),
-        "{} is missing: run models/fetch",
-        path.display()
-    );
+    let path = model_path();
     let gguf = GgufFile::open(&path).unwrap();
     let (tokenizer, template) = tokenizer_and_template(&gguf, &path).unwrap();
     let token = tokenizer.encode(" ok", false).unwrap()[0];

@@ -9,7 +9,7 @@ mod cpu_decoder;
 mod decoder;
 mod hyper;
 #[cfg(test)]
-mod reference;
+pub(super) mod reference;
 mod stock;
 
 use candle_core::{Device, Tensor};
