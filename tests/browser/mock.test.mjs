@@ -177,16 +177,18 @@ test('dropped streams and a resumed run never duplicate text', async () => {
     // has; the resume drops the last five characters streamed before the "restart".
     await send(page, '[[resume]] My disk is full, what now?');
     const live = page.locator('[data-live="true"] [data-testid="message-body"]');
+    // The stream ends when the stored answer replaces the live message. The live message may
+    // be missing for a moment between a dropped stream and its resume, so a missing live
+    // message does not end the watch; only the stored answer does.
+    const answer = page.locator('[data-testid="message"][data-role="assistant"]:not([data-live])');
     const snapshots = [];
     const deadline = Date.now() + TIMEOUT_MS;
-    while (Date.now() < deadline) {
+    while (Date.now() < deadline && (await answer.count()) === 0) {
       const text = await live.textContent({ timeout: 200 }).catch(() => null);
-      if (text === null && snapshots.length > 0) break;
       if (text) snapshots.push(text);
       await page.waitForTimeout(POLL_INTERVAL_MS);
     }
-    const answer = page.locator('[data-testid="message"][data-role="assistant"]');
-    await answer.first().waitFor();
+    await answer.first().waitFor({ timeout: TIMEOUT_MS });
     const conversation = await getJson(page, `/api/conversations/${conversationId(page)}`);
     const stored = conversation.messages.find((m) => m.role === 'assistant');
     assert.equal(await answer.getAttribute('data-message-id'), String(stored.id));
