@@ -94,11 +94,15 @@ unsafe fn run<const R: usize, const NIBBLE: bool, const SUBS: usize>(
                 _mm256_loadu_si256(wq.add(g * GROUP) as *const __m256i)
             };
             let scale = if SUBS == 1 {
-                _mm256_set1_ps((*ws.add(g)).to_f32())
+                _mm256_broadcastss_ps(half_to_f32(*(ws.add(g) as *const u16)))
             } else {
-                _mm256_set_m128(
-                    _mm_set1_ps((*ws.add(2 * g + 1)).to_f32()),
-                    _mm_set1_ps((*ws.add(2 * g)).to_f32()),
+                let both = _mm_cvtph_ps(_mm_cvtsi32_si128(
+                    (ws.add(2 * g) as *const i32).read_unaligned(),
+                ));
+                // Lanes 0..4 take the first sub-block's scale, lanes 4..8 the second's.
+                _mm256_permutevar8x32_ps(
+                    _mm256_castps128_ps256(both),
+                    _mm256_set_epi32(1, 1, 1, 1, 0, 0, 0, 0),
                 )
             };
             let unsigned = if NIBBLE {
@@ -119,18 +123,40 @@ unsafe fn run<const R: usize, const NIBBLE: bool, const SUBS: usize>(
                 acc[r] = _mm256_fmadd_ps(sums, s, acc[r]);
             }
         }
-        for r in 0..R {
-            let mut total = horizontal_sum(acc[r]);
-            if NIBBLE {
-                let mins = &w.mins[j * groups..(j + 1) * groups];
-                let sums = a.row_sums(row + r);
-                for g in 0..groups {
-                    total += mins[g].to_f32() * sums[g];
+        if NIBBLE {
+            // The minimums times the activation group sums, eight groups per step (the
+            // group count is even, so a tail holds at most six).
+            let mins = w.mins.as_ptr().add(j * groups) as *const u16;
+            for r in 0..R {
+                let sums = a.row_sums(row + r).as_ptr();
+                let mut g = 0;
+                while g + 8 <= groups {
+                    let m = _mm256_cvtph_ps(_mm_loadu_si128(mins.add(g) as *const __m128i));
+                    acc[r] = _mm256_fmadd_ps(m, _mm256_loadu_ps(sums.add(g)), acc[r]);
+                    g += 8;
+                }
+                if g < groups {
+                    let mut m = [0u16; 8];
+                    let mut s = [0.0f32; 8];
+                    for i in g..groups {
+                        m[i - g] = *mins.add(i);
+                        s[i - g] = *sums.add(i);
+                    }
+                    let m = _mm256_cvtph_ps(_mm_loadu_si128(m.as_ptr() as *const __m128i));
+                    acc[r] = _mm256_fmadd_ps(m, _mm256_loadu_ps(s.as_ptr()), acc[r]);
                 }
             }
-            out.write(row + r, j, total);
+        }
+        for r in 0..R {
+            out.write(row + r, j, horizontal_sum(acc[r]));
         }
     }
+}
+
+/// One f16 (as its bits) in lane 0.
+#[inline(always)]
+unsafe fn half_to_f32(bits: u16) -> __m128 {
+    unsafe { _mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)) }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
