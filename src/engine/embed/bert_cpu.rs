@@ -380,10 +380,11 @@ unsafe fn attend_avx512(unit: &Head, scratch: &mut HeadScratch, out: &pool::Shar
     unsafe { attend(unit, scratch, out) }
 }
 
-/// Positions whose scores are summed together in registers.
+/// Positions whose scores are summed together in registers; a sentence's last positions
+/// go in blocks of `NARROW` (short sentences are common, and every block costs a pass
+/// over the query).
 const POSITIONS: usize = 64;
-/// Head dimensions a weighted sum keeps in registers at once.
-const DIMS: usize = 16;
+const NARROW: usize = 16;
 
 /// # Safety
 /// No other thread writes this head's columns of the span's rows in `out`.
@@ -395,7 +396,7 @@ unsafe fn attend(unit: &Head, scratch: &mut HeadScratch, out: &pool::SharedRows<
     let len = span.len();
     // Keys transposed (`head_dim × stride`, zero past `len`): a query's scores are then
     // multiply-adds along contiguous positions.
-    let stride = len.next_multiple_of(POSITIONS);
+    let stride = len.next_multiple_of(NARROW);
     let (scores, keys, acc) = (&mut scratch.scores, &mut scratch.keys, &mut scratch.acc);
     keys.clear();
     keys.resize(head_dim * stride, 0.0);
@@ -412,16 +413,16 @@ unsafe fn attend(unit: &Head, scratch: &mut HeadScratch, out: &pool::SharedRows<
     acc.resize(head_dim, 0.0);
     for i in span.clone() {
         let q = column(i, 0);
-        for block in (0..stride).step_by(POSITIONS) {
-            let mut sums = [0.0f32; POSITIONS];
-            for (d, &qd) in q.iter().enumerate() {
-                let qd = qd * scale;
-                let k = &keys[d * stride + block..d * stride + block + POSITIONS];
-                for t in 0..POSITIONS {
-                    sums[t] += qd * k[t];
-                }
+        let mut block = 0;
+        while block < stride {
+            // Each score is the same sum over `d` in order whatever the block width.
+            if stride - block >= POSITIONS {
+                position_block::<POSITIONS>(q, scale, keys, stride, block, scores);
+                block += POSITIONS;
+            } else {
+                position_block::<NARROW>(q, scale, keys, stride, block, scores);
+                block += NARROW;
             }
-            scores[block..block + POSITIONS].copy_from_slice(&sums);
         }
         let live = &mut scores[..len];
         let mut maxes = [f32::NEG_INFINITY; 16];
@@ -431,26 +432,20 @@ unsafe fn attend(unit: &Head, scratch: &mut HeadScratch, out: &pool::SharedRows<
         let max = maxes.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
         live.iter_mut().for_each(|s| *s = exp(*s - max));
         let sum = lane_sum(live, |v| v);
-        for d0 in (0..head_dim).step_by(DIMS) {
-            let width = (head_dim - d0).min(DIMS);
-            let mut sums = [0.0f32; DIMS];
-            if width == DIMS {
-                // A fixed width keeps `sums` in one register.
-                for (j, &p) in span.clone().zip(live.iter()) {
-                    let v = &column(j, 2)[d0..d0 + DIMS];
-                    for t in 0..DIMS {
-                        sums[t] += p * v[t];
-                    }
-                }
-            } else {
-                for (j, &p) in span.clone().zip(live.iter()) {
-                    let v = &column(j, 2)[d0..d0 + width];
-                    for t in 0..width {
-                        sums[t] += p * v[t];
+        let values = span.clone().map(|j| column(j, 2));
+        // Every dimension of the head in registers at once: independent sums, each over
+        // the positions in order.
+        match head_dim {
+            32 => weighted::<32>(values, live, acc),
+            64 => weighted::<64>(values, live, acc),
+            _ => {
+                acc.fill(0.0);
+                for (v, &p) in values.zip(live.iter()) {
+                    for (a, &x) in acc.iter_mut().zip(v) {
+                        *a += p * x;
                     }
                 }
             }
-            acc[d0..d0 + width].copy_from_slice(&sums[..width]);
         }
         // SAFETY: the caller's contract.
         let row = unsafe { out.slice(i * h + head * head_dim, head_dim) };
@@ -459,4 +454,42 @@ unsafe fn attend(unit: &Head, scratch: &mut HeadScratch, out: &pool::SharedRows<
             *o = a * inv;
         }
     }
+}
+
+/// Scores of positions `block..block + W` for query `q`.
+#[inline(always)]
+fn position_block<const W: usize>(
+    q: &[f32],
+    scale: f32,
+    keys: &[f32],
+    stride: usize,
+    block: usize,
+    scores: &mut [f32],
+) {
+    let mut sums = [0.0f32; W];
+    for (d, &qd) in q.iter().enumerate() {
+        let qd = qd * scale;
+        let k = &keys[d * stride + block..d * stride + block + W];
+        for t in 0..W {
+            sums[t] += qd * k[t];
+        }
+    }
+    scores[block..block + W].copy_from_slice(&sums);
+}
+
+/// `acc = Σ_j p_j · v_j` for a head of `D` dimensions.
+#[inline(always)]
+fn weighted<'a, const D: usize>(
+    values: impl Iterator<Item = &'a [f32]>,
+    weights: &[f32],
+    acc: &mut [f32],
+) {
+    let mut sums = [0.0f32; D];
+    for (v, &p) in values.zip(weights) {
+        let v = &v[..D];
+        for t in 0..D {
+            sums[t] += p * v[t];
+        }
+    }
+    acc[..D].copy_from_slice(&sums);
 }

@@ -1,6 +1,7 @@
 //! Activation rows quantized for the integer dot products: per 32-value group a signed
-//! byte each, the group's scale and the scale times the sum of its bytes (what a weight
-//! minimum multiplies). Each row is quantized on its own, so a row's bytes never depend
+//! byte each, the group's scale, the scale times the sum of its bytes (what a weight
+//! minimum multiplies) and the integer sums of its two halves (what a weight offset
+//! multiplies). Each row is quantized on its own, so a row's bytes never depend
 //! on which other rows share the batch.
 
 use super::formats::GROUP;
@@ -9,7 +10,7 @@ use super::pool::{share_range, SharedRows, ThreadPool};
 #[derive(Default)]
 pub struct QuantizedRows {
     pub rows: usize,
-    /// Groups per row, padded to even (zeros).
+    /// Groups per row (the weights' count; groups past the values are zeros).
     pub groups: usize,
     /// `rows · groups · 32` bytes.
     pub q: Vec<i8>,
@@ -19,9 +20,8 @@ pub struct QuantizedRows {
     pub scales: Vec<f32>,
     /// `rows · groups`: scale · Σ q.
     pub sums: Vec<f32>,
-    /// Per row and pair of groups, the two scales spread over 16 lanes (8 each): what the
-    /// 512-bit kernel multiplies a pair's lane sums by.
-    pub pair_scales: Vec<f32>,
+    /// `rows · groups · 2`: Σ q over each half (16 values) of a group.
+    pub half_sums: Vec<i32>,
 }
 
 impl QuantizedRows {
@@ -43,13 +43,13 @@ impl QuantizedRows {
         self.unsigned.resize(rows * groups * GROUP, 128);
         self.scales.resize(rows * groups, 0.0);
         self.sums.resize(rows * groups, 0.0);
-        self.pair_scales.resize(rows * groups * 8, 0.0);
+        self.half_sums.resize(rows * groups * 2, 0);
         let width = groups * GROUP;
         let q = SharedRows::new(&mut self.q);
         let unsigned = SharedRows::new(&mut self.unsigned);
         let scales = SharedRows::new(&mut self.scales);
         let sums = SharedRows::new(&mut self.sums);
-        let pair_scales = SharedRows::new(&mut self.pair_scales);
+        let half_sums = SharedRows::new(&mut self.half_sums);
         let job = |share: usize, shares: usize| {
             for row in share_range(rows, share, shares) {
                 // SAFETY: each share takes its own rows of every buffer.
@@ -60,7 +60,7 @@ impl QuantizedRows {
                         unsigned.slice(row * width, width),
                         scales.slice(row * groups, groups),
                         sums.slice(row * groups, groups),
-                        pair_scales.slice(row * groups * 8, groups * 8),
+                        half_sums.slice(row * groups * 2, groups * 2),
                     )
                 };
             }
@@ -92,8 +92,8 @@ impl QuantizedRows {
         &self.sums[row * self.groups..(row + 1) * self.groups]
     }
 
-    pub fn row_pair_scales(&self, row: usize) -> &[f32] {
-        &self.pair_scales[row * self.groups * 8..(row + 1) * self.groups * 8]
+    pub fn row_half_sums(&self, row: usize) -> &[i32] {
+        &self.half_sums[row * self.groups * 2..(row + 1) * self.groups * 2]
     }
 }
 
@@ -106,7 +106,7 @@ fn quantize_row(
     unsigned: &mut [u8],
     scales: &mut [f32],
     sums: &mut [f32],
-    pair_scales: &mut [f32],
+    half_sums: &mut [i32],
 ) {
     // Groups past the values (padding) quantize an empty slice: zeros.
     let groups = q
@@ -114,16 +114,16 @@ fn quantize_row(
         .zip(unsigned.chunks_exact_mut(GROUP))
         .zip(values.chunks(GROUP).chain(std::iter::repeat(&[][..])));
     for (g, ((q, unsigned), values)) in groups.enumerate() {
-        let (scale, sum) = quantize_group(values, q, unsigned);
+        let (scale, halves) = quantize_group(values, q, unsigned);
         scales[g] = scale;
-        sums[g] = scale * sum as f32;
-        pair_scales[g * 8..(g + 1) * 8].fill(scale);
+        sums[g] = scale * (halves[0] + halves[1]) as f32;
+        half_sums[2 * g..2 * g + 2].copy_from_slice(&halves);
     }
 }
 
 /// Symmetric 8-bit quantization of up to 32 values into 32 bytes (zero-padded), signed
-/// and offset by 128; returns (scale, Σ q).
-fn quantize_group(values: &[f32], q: &mut [i8], unsigned: &mut [u8]) -> (f32, i32) {
+/// and offset by 128; returns the scale and Σ q over each half.
+fn quantize_group(values: &[f32], q: &mut [i8], unsigned: &mut [u8]) -> (f32, [i32; 2]) {
     let (q, unsigned) = (&mut q[..GROUP], &mut unsigned[..GROUP]);
     let mut padded = [0.0f32; GROUP];
     padded[..values.len()].copy_from_slice(values);
@@ -137,11 +137,11 @@ fn quantize_group(values: &[f32], q: &mut [i8], unsigned: &mut [u8]) -> (f32, i3
     if max == 0.0 || !max.is_finite() {
         q.fill(0);
         unsigned.fill(128);
-        return (0.0, 0);
+        return (0.0, [0, 0]);
     }
     let scale = max / 127.0;
     let inverse = 1.0 / scale;
-    let mut sum = 0i32;
+    let mut halves = [0i32; 2];
     // Saturating casts do not vectorize; an unchecked one does, on a value made finite
     // and in range first (`max`/`min` return the non-NaN operand).
     let mut ints = [0i32; GROUP];
@@ -153,7 +153,7 @@ fn quantize_group(values: &[f32], q: &mut [i8], unsigned: &mut [u8]) -> (f32, i3
     for i in 0..GROUP {
         q[i] = ints[i] as i8;
         unsigned[i] = (ints[i] + 128) as u8;
-        sum += ints[i];
+        halves[i / (GROUP / 2)] += ints[i];
     }
-    (scale, sum)
+    (scale, halves)
 }

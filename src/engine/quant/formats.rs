@@ -1,7 +1,9 @@
 //! Reading GGML's quantized blocks (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K) into one integer form:
-//! every group of 32 weights becomes 32 small integers `q`, one or two scales and a
-//! minimum, with `weight = scale · q + minimum`. The packer lays that form out for the
-//! kernels; nothing here knows about SIMD.
+//! every group of 32 weights becomes 32 unsigned integers `q`, one or two scales and,
+//! for some formats, a minimum, with `weight = scale · (q − offset) + minimum`. The
+//! offset is a constant of the format (Q4_0: 8, Q8_0: 128, Q6_K: 32), so the kernels
+//! subtract it in exact integers. The packer lays that form out for the kernels; nothing
+//! here knows about SIMD.
 
 use half::f16;
 
@@ -13,10 +15,9 @@ pub const GROUP: usize = 32;
 /// How a format's integers are stored once packed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Packing {
-    /// `q` in 0..=15, two per byte; one scale and a minimum per group.
+    /// `q` in 0..=15, two per byte; one scale per group.
     Nibble,
-    /// `q` a signed byte; `subs` scales per group (each covering 32 / subs weights), no
-    /// minimum.
+    /// `q` a byte; `subs` scales per group (each covering 32 / subs weights).
     Byte { subs: usize },
 }
 
@@ -69,11 +70,22 @@ pub struct Unpacked {
     pub rows: usize,
     pub cols: usize,
     /// `rows · cols` integers.
-    pub q: Vec<i8>,
+    pub q: Vec<u8>,
+    /// Subtracted from every `q`.
+    pub offset: i32,
     /// `subs` scales per group.
     pub scales: Vec<f32>,
-    /// One per group (empty for byte packing).
+    /// One per group, or empty for formats without minimums.
     pub mins: Vec<f32>,
+}
+
+impl Unpacked {
+    pub fn subs(&self) -> usize {
+        match self.packing {
+            Packing::Nibble => 1,
+            Packing::Byte { subs } => subs,
+        }
+    }
 }
 
 /// Decodes GGML blocks holding a `rows × cols` matrix.
@@ -98,33 +110,35 @@ pub fn unpack(
         )));
     }
     let packing = kind.packing();
-    let subs = match packing {
-        Packing::Nibble => 1,
-        Packing::Byte { subs } => subs,
-    };
     let groups = rows * cols / GROUP;
+    let (offset, has_mins) = match kind {
+        BlockType::Q4_0 => (8, false),
+        BlockType::Q4_1 | BlockType::Q4K => (0, true),
+        BlockType::Q8_0 => (128, false),
+        BlockType::Q6K => (32, false),
+    };
     let mut out = Unpacked {
         packing,
         rows,
         cols,
         q: vec![0; rows * cols],
-        scales: vec![0.0; groups * subs],
-        mins: if packing == Packing::Nibble {
+        offset,
+        scales: Vec::new(),
+        mins: if has_mins {
             vec![0.0; groups]
         } else {
             Vec::new()
         },
     };
+    out.scales = vec![0.0; groups * out.subs()];
     let per_block = block_weights / GROUP;
     for (b, block) in data.chunks_exact(block_bytes).enumerate() {
         let q = &mut out.q[b * block_weights..(b + 1) * block_weights];
         let g = b * per_block;
         match kind {
             BlockType::Q4_0 => {
-                let d = half(block, 0);
                 nibbles_low_high(&block[2..18], q);
-                out.scales[g] = d;
-                out.mins[g] = -8.0 * d;
+                out.scales[g] = half(block, 0);
             }
             BlockType::Q4_1 => {
                 nibbles_low_high(&block[4..20], q);
@@ -132,8 +146,9 @@ pub fn unpack(
                 out.mins[g] = half(block, 2);
             }
             BlockType::Q8_0 => {
+                // A signed byte plus 128 (the offset).
                 for (dst, &src) in q.iter_mut().zip(&block[2..34]) {
-                    *dst = src as i8;
+                    *dst = src ^ 0x80;
                 }
                 out.scales[g] = half(block, 0);
             }
@@ -148,7 +163,7 @@ pub fn unpack(
                         let (sc, m) = scale_min_k4(sub, scales);
                         let dst = &mut q[sub * 32..sub * 32 + 32];
                         for (o, &byte) in dst.iter_mut().zip(bytes) {
-                            *o = ((byte >> shift) & 0x0F) as i8;
+                            *o = (byte >> shift) & 0x0F;
                         }
                         out.scales[g + sub] = d * sc as f32;
                         out.mins[g + sub] = -(dmin * m as f32);
@@ -163,8 +178,9 @@ pub fn unpack(
                     let qh = &qh[32 * half_index..];
                     let base = 128 * half_index;
                     for l in 0..32 {
+                        // 0..=63; the offset 32 makes it signed.
                         let six = |low: u8, high_shift: u8| {
-                            ((low & 0x0F) | (((qh[l] >> high_shift) & 3) << 4)) as i8 - 32
+                            (low & 0x0F) | (((qh[l] >> high_shift) & 3) << 4)
                         };
                         q[base + l] = six(ql[l], 0);
                         q[base + l + 32] = six(ql[l + 32], 2);
@@ -183,10 +199,10 @@ pub fn unpack(
 }
 
 /// GGML's 32-weight nibble layout: byte j holds weight j (low) and weight j + 16 (high).
-fn nibbles_low_high(bytes: &[u8], q: &mut [i8]) {
+fn nibbles_low_high(bytes: &[u8], q: &mut [u8]) {
     for (j, &byte) in bytes.iter().enumerate() {
-        q[j] = (byte & 0x0F) as i8;
-        q[j + 16] = (byte >> 4) as i8;
+        q[j] = byte & 0x0F;
+        q[j + 16] = byte >> 4;
     }
 }
 

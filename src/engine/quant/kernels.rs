@@ -1,8 +1,8 @@
 //! The integer dot-product kernels and the one choice among them, made at run time from
 //! what the CPU has: AVX-512 with VNNI, AVX2 with FMA, or portable Rust. Every kernel
-//! computes each output from its own activation row and weight row in a fixed order, so a
-//! row's result is the same however many rows share the call and however they are split
-//! over threads.
+//! computes the same exact integer sums per group and the same float steps on them in the
+//! same order, so all give the same bits, and a row's result never depends on how many
+//! rows share the call or how the blocks are split over threads.
 
 mod portable;
 #[cfg(target_arch = "x86_64")]
@@ -13,12 +13,11 @@ mod x86_avx512;
 use std::ops::Range;
 
 use super::activations::QuantizedRows;
+use super::formats::Packing;
 use super::packed::PackedMatrix;
 
-/// Activation rows a kernel processes against one weight row at a time.
+/// Activation rows a kernel processes against one block of weights at a time.
 pub const ROW_TILE: usize = 4;
-/// Weight rows visited per pass over a tile of activation rows (keeps them in L1/L2).
-pub const COLUMN_CHUNK: usize = 64;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Isa {
@@ -66,6 +65,30 @@ impl Isa {
     }
 }
 
+/// What a kernel does with a group's integer sums, from the weights' format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    /// 4-bit weights, an integer offset (Q4_0).
+    Nibble,
+    /// 4-bit weights and a float minimum per group (Q4_1, Q4_K).
+    NibbleMins,
+    /// Byte weights, one scale per group (Q8_0).
+    Byte,
+    /// Byte weights, a scale per half group (Q6_K).
+    ByteHalves,
+}
+
+impl Variant {
+    pub fn of(w: &PackedMatrix) -> Self {
+        match (w.packing, w.mins.is_empty()) {
+            (Packing::Nibble, true) => Self::Nibble,
+            (Packing::Nibble, false) => Self::NibbleMins,
+            (Packing::Byte { subs: 1 }, _) => Self::Byte,
+            (Packing::Byte { .. }, _) => Self::ByteHalves,
+        }
+    }
+}
+
 /// Where a kernel writes: `rows × stride` floats, of which each call owns some columns.
 #[derive(Clone, Copy)]
 pub struct Output {
@@ -86,51 +109,41 @@ impl Output {
     }
 }
 
-/// Computes `out[r][j] = Σ_k a[r][k] · w[j][k]` for every activation row and `j` in `cols`.
+/// Computes `out[r][j] = Σ_k a[r][k] · w[j][k]` for every activation row and every output
+/// `j` in the blocks `blocks`.
 ///
 /// # Safety
-/// `out` must hold `a.rows × w.rows` floats that only this call writes in `cols`, and
-/// `isa` must be one of `Isa::available()`.
-pub unsafe fn matmul_columns(
+/// `out` must hold `a.rows × w.rows` floats that only this call writes in those blocks'
+/// columns, `a` must be quantized with `w.groups` groups, and `isa` must be one of
+/// `Isa::available()`.
+pub unsafe fn matmul_blocks(
     isa: Isa,
     w: &PackedMatrix,
     a: &QuantizedRows,
-    cols: Range<usize>,
+    blocks: Range<usize>,
     out: Output,
 ) {
     debug_assert_eq!(w.groups, a.groups);
-    for chunk_start in cols.clone().step_by(COLUMN_CHUNK) {
-        let chunk = chunk_start..(chunk_start + COLUMN_CHUNK).min(cols.end);
+    let variant = Variant::of(w);
+    for block in blocks {
         let mut row = 0;
         while row < a.rows {
-            let tile = (a.rows - row).min(ROW_TILE);
-            // SAFETY: forwarded from the caller.
-            unsafe { tile_dispatch(isa, w, a, row, tile, chunk.clone(), out) };
-            row += tile;
-        }
-    }
-}
-
-/// Rows `row..row + tile` (at most `ROW_TILE`) against weight rows `cols`.
-#[inline(always)]
-unsafe fn tile_dispatch(
-    isa: Isa,
-    w: &PackedMatrix,
-    a: &QuantizedRows,
-    row: usize,
-    tile: usize,
-    cols: Range<usize>,
-    out: Output,
-) {
-    match isa {
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512Vnni => unsafe { x86_avx512::tile(w, a, row, tile, cols, out) },
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => unsafe { x86_avx2::tile(w, a, row, tile, cols, out) },
-        _ => {
-            for j in cols {
-                portable::tile(w, a, row, tile, j, out);
+            let tile = if a.rows - row >= ROW_TILE {
+                ROW_TILE
+            } else {
+                1
+            };
+            // SAFETY: forwarded from the caller; the tile lies inside `a`.
+            unsafe {
+                match isa {
+                    #[cfg(target_arch = "x86_64")]
+                    Isa::Avx512Vnni => x86_avx512::tile(variant, w, a, row, tile, block, out),
+                    #[cfg(target_arch = "x86_64")]
+                    Isa::Avx2 => x86_avx2::tile(variant, w, a, row, tile, block, out),
+                    _ => portable::tile(variant, w, a, row, tile, block, out),
+                }
             }
+            row += tile;
         }
     }
 }

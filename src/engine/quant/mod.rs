@@ -174,12 +174,12 @@ impl Matmul {
         };
         let (isa, scratch) = (self.isa, &self.scratch);
         let job = |share: usize, shares: usize| {
-            let cols = pool::share_range(n, share, shares);
             match w {
-                // SAFETY: `out` holds rows × n floats and each share writes its own columns;
-                // `isa` came from `Isa::available()`.
+                // SAFETY: `out` holds rows × n floats and each share writes the columns of
+                // its own blocks; `isa` came from `Isa::available()`.
                 Linear::Quantized(m) => unsafe {
-                    kernels::matmul_columns(isa, m, scratch, cols, output)
+                    let blocks = pool::share_range(m.blocks, share, shares);
+                    kernels::matmul_blocks(isa, m, scratch, blocks, output)
                 },
                 // SAFETY: as above, each share writing the columns of its own blocks (taken
                 // in pairs, the kernel's tile width).
@@ -188,7 +188,10 @@ impl Matmul {
                     let blocks = 2 * pairs.start..(2 * pairs.end).min(m.blocks);
                     gemm::matmul_blocks(isa, m, scratch, blocks, output)
                 },
-                Linear::Dense(m) => m.matmul_columns(x, rows, cols, output),
+                Linear::Dense(m) => {
+                    let cols = pool::share_range(n, share, shares);
+                    m.matmul_columns(x, rows, cols, output)
+                }
             }
         };
         if rows * n * k < PARALLEL_MIN_WORK {

@@ -1,7 +1,8 @@
 //! AVX-512 VNNI batched kernel: a tile of up to 2 blocks (32 outputs) × 6 activation rows
 //! holds 12 integer sums and 12 float totals in registers. Per group of 32 inputs, 8 steps
 //! each load one register of weights per block and broadcast 4 activation bytes per row
-//! into `vpdpbusd`; then each sum, less its offset, is scaled into its total.
+//! into `vpdpbusd`, the sums starting at minus the weights' offsets; then each exact sum
+//! is scaled into its total.
 
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -69,9 +70,13 @@ unsafe fn tile<const NB: usize, const MR: usize>(
             x_scales[r] = a.row_scales(row + r).as_ptr();
         }
         for g in 0..groups {
+            // The sums start at minus the offsets, so they come out exact.
             let mut sums = [[_mm512_setzero_si512(); MR]; NB];
             let mut wq = [std::ptr::null::<i8>(); NB];
             for b in 0..NB {
+                let at = ((block + b) * groups + g) * BLOCK;
+                let offsets = _mm512_loadu_si512(w.offsets.as_ptr().add(at) as *const __m512i);
+                sums[b] = [_mm512_sub_epi32(_mm512_setzero_si512(), offsets); MR];
                 wq[b] =
                     w.q.as_ptr()
                         .add(((block + b) * groups + g) * BLOCK_GROUP_BYTES);
@@ -92,10 +97,9 @@ unsafe fn tile<const NB: usize, const MR: usize>(
             for b in 0..NB {
                 let at = ((block + b) * groups + g) * BLOCK;
                 let w_scales = _mm512_loadu_ps(w.scales.as_ptr().add(at));
-                let offsets = _mm512_loadu_si512(w.offsets.as_ptr().add(at) as *const __m512i);
                 for r in 0..MR {
                     let scale = _mm512_mul_ps(w_scales, _mm512_set1_ps(*x_scales[r].add(g)));
-                    let exact = _mm512_cvtepi32_ps(_mm512_sub_epi32(sums[b][r], offsets));
+                    let exact = _mm512_cvtepi32_ps(sums[b][r]);
                     totals[b][r] = _mm512_fmadd_ps(exact, scale, totals[b][r]);
                 }
             }

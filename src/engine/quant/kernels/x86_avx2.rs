@@ -1,168 +1,198 @@
-//! AVX2 + FMA kernel: one 32-weight group per 256-bit register, signed activations.
-//! Nibble weights (0..=15) multiply activations directly with `maddubs`; signed byte
-//! weights use the sign trick (|w| · sign(a, w)) so the unsigned operand stays unsigned.
+//! AVX2 + FMA kernel: the 16 outputs of a block in two 256-bit registers. Per step, 4
+//! signed activation bytes are broadcast against each register of unsigned weights into
+//! `maddubs`: nibble products are small enough to add up as 16-bit pairs over a whole
+//! group before one widening `madd`; Q6_K's six-bit ones widen per step. Q8_0's bytes are
+//! turned back into signed weights and use the sign trick (|w| · sign(a, w)), which keeps
+//! `maddubs` from saturating and needs no offset. The float steps are the AVX-512
+//! kernel's, lane by lane.
 
 use std::arch::x86_64::*;
 
-use super::{Output, ROW_TILE};
+use super::{Output, Variant, ROW_TILE};
 use crate::engine::quant::activations::QuantizedRows;
-use crate::engine::quant::formats::{Packing, GROUP};
-use crate::engine::quant::packed::PackedMatrix;
+use crate::engine::quant::formats::GROUP;
+use crate::engine::quant::packed::{PackedMatrix, BLOCK, STEPS};
 
 /// # Safety
-/// AVX2 and FMA must be available; see `matmul_columns` for `out`.
+/// AVX2, FMA and F16C must be available; see `matmul_blocks`.
 pub unsafe fn tile(
+    variant: Variant,
     w: &PackedMatrix,
     a: &QuantizedRows,
     row: usize,
     tile: usize,
-    cols: std::ops::Range<usize>,
-    out: Output,
-) {
-    for j in cols {
-        unsafe { column(w, a, row, tile, j, out) };
-    }
-}
-
-#[inline(always)]
-unsafe fn column(
-    w: &PackedMatrix,
-    a: &QuantizedRows,
-    row: usize,
-    tile: usize,
-    j: usize,
+    block: usize,
     out: Output,
 ) {
     unsafe {
-        match (w.packing, tile) {
-            (Packing::Nibble, 4) => run::<4, true, 1>(w, a, row, j, out),
-            (Packing::Nibble, _) => single::<true, 1>(w, a, row, tile, j, out),
-            (Packing::Byte { subs: 1 }, 4) => run::<4, false, 1>(w, a, row, j, out),
-            (Packing::Byte { subs: 1 }, _) => single::<false, 1>(w, a, row, tile, j, out),
-            (Packing::Byte { .. }, 4) => run::<4, false, 2>(w, a, row, j, out),
-            (Packing::Byte { .. }, _) => single::<false, 2>(w, a, row, tile, j, out),
+        match variant {
+            Variant::Nibble => rows::<true, 1, false>(w, a, row, tile, block, out),
+            Variant::NibbleMins => rows::<true, 1, true>(w, a, row, tile, block, out),
+            Variant::Byte => rows::<false, 1, false>(w, a, row, tile, block, out),
+            Variant::ByteHalves => rows::<false, 2, false>(w, a, row, tile, block, out),
         }
     }
 }
 
-const _: () = assert!(ROW_TILE == 4);
+const _: () = assert!(ROW_TILE % 2 == 0 && BLOCK == 16 && STEPS == 8);
 
+/// Pairs of rows (sixteen registers hold no more), then a single one.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn single<const NIBBLE: bool, const SUBS: usize>(
+unsafe fn rows<const NIBBLE: bool, const SUBS: usize, const MINS: bool>(
     w: &PackedMatrix,
     a: &QuantizedRows,
     row: usize,
     tile: usize,
-    j: usize,
+    block: usize,
     out: Output,
 ) {
-    for r in row..row + tile {
-        unsafe { run::<1, NIBBLE, SUBS>(w, a, r, j, out) };
+    let mut r = row;
+    while r + 2 <= row + tile {
+        unsafe { run::<2, NIBBLE, SUBS, MINS>(w, a, r, block, out) };
+        r += 2;
+    }
+    if r < row + tile {
+        unsafe { run::<1, NIBBLE, SUBS, MINS>(w, a, r, block, out) };
     }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn run<const R: usize, const NIBBLE: bool, const SUBS: usize>(
+unsafe fn run<const R: usize, const NIBBLE: bool, const SUBS: usize, const MINS: bool>(
     w: &PackedMatrix,
     a: &QuantizedRows,
     row: usize,
-    j: usize,
+    block: usize,
     out: Output,
 ) {
     unsafe {
         let groups = w.groups;
-        let wq = w.q.as_ptr().add(j * w.row_bytes());
-        let ws = w.scales.as_ptr().add(j * groups * SUBS);
-        let low = _mm256_set1_epi8(0x0F);
-        let ones = _mm256_set1_epi16(1);
-        let mut aq = [std::ptr::null::<i8>(); R];
-        let mut ad = [std::ptr::null::<f32>(); R];
+        let group_bytes = w.group_bytes();
+        let (low, ones) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi16(1));
+        let flip = _mm256_set1_epi8(i8::MIN);
+        // Q8_0: signed weights and the sign trick, so no offset to subtract.
+        let signed = !NIBBLE && SUBS == 1;
+        let offset = if signed { 0 } else { w.offset };
+        let mut xq = [std::ptr::null::<i32>(); R];
         for r in 0..R {
-            aq[r] = a.row_q(row + r).as_ptr();
-            ad[r] = a.row_scales(row + r).as_ptr();
+            xq[r] = a.row_q(row + r).as_ptr() as *const i32;
         }
-        let mut acc = [_mm256_setzero_ps(); R];
+        let mut totals = [[_mm256_setzero_ps(); 2]; R];
         for g in 0..groups {
-            let weights = if NIBBLE {
-                let x = _mm256_loadu_si256(wq.add((g / 2) * GROUP) as *const __m256i);
-                if g % 2 == 0 {
-                    _mm256_and_si256(x, low)
-                } else {
-                    _mm256_and_si256(_mm256_srli_epi16(x, 4), low)
-                }
-            } else {
-                _mm256_loadu_si256(wq.add(g * GROUP) as *const __m256i)
-            };
-            let scale = if SUBS == 1 {
-                _mm256_broadcastss_ps(half_to_f32(*(ws.add(g) as *const u16)))
-            } else {
-                let both = _mm_cvtph_ps(_mm_cvtsi32_si128(
-                    (ws.add(2 * g) as *const i32).read_unaligned(),
-                ));
-                // Lanes 0..4 take the first sub-block's scale, lanes 4..8 the second's.
-                _mm256_permutevar8x32_ps(
-                    _mm256_castps128_ps256(both),
-                    _mm256_set_epi32(1, 1, 1, 1, 0, 0, 0, 0),
-                )
-            };
-            let unsigned = if NIBBLE {
-                weights
-            } else {
-                _mm256_sign_epi8(weights, weights)
-            };
-            for r in 0..R {
-                let x = _mm256_loadu_si256(aq[r].add(g * GROUP) as *const __m256i);
-                let signed = if NIBBLE {
-                    x
-                } else {
-                    _mm256_sign_epi8(x, weights)
-                };
-                let pairs = _mm256_maddubs_epi16(unsigned, signed);
-                let sums = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
-                let s = _mm256_mul_ps(scale, _mm256_set1_ps(*ad[r].add(g)));
-                acc[r] = _mm256_fmadd_ps(sums, s, acc[r]);
-            }
-        }
-        if NIBBLE {
-            // The minimums times the activation group sums, eight groups per step (the
-            // group count is even, so a tail holds at most six).
-            let mins = w.mins.as_ptr().add(j * groups) as *const u16;
-            for r in 0..R {
-                let sums = a.row_sums(row + r).as_ptr();
-                let mut g = 0;
-                while g + 8 <= groups {
-                    let m = _mm256_cvtph_ps(_mm_loadu_si128(mins.add(g) as *const __m128i));
-                    acc[r] = _mm256_fmadd_ps(m, _mm256_loadu_ps(sums.add(g)), acc[r]);
-                    g += 8;
-                }
-                if g < groups {
-                    let mut m = [0u16; 8];
-                    let mut s = [0.0f32; 8];
-                    for i in g..groups {
-                        m[i - g] = *mins.add(i);
-                        s[i - g] = *sums.add(i);
+            let at = block * groups + g;
+            let wq = w.q.as_ptr().add(at * group_bytes);
+            // Per row, sub-block and half of the lanes.
+            let mut sums = [[[_mm256_setzero_si256(); 2]; SUBS]; R];
+            if offset != 0 {
+                for r in 0..R {
+                    let h = a.row_half_sums(row + r).as_ptr().add(2 * g);
+                    for s in 0..SUBS {
+                        let start = if SUBS == 1 {
+                            -offset * (*h + *h.add(1))
+                        } else {
+                            -offset * *h.add(s)
+                        };
+                        sums[r][s] = [_mm256_set1_epi32(start); 2];
                     }
-                    let m = _mm256_cvtph_ps(_mm_loadu_si128(m.as_ptr() as *const __m128i));
-                    acc[r] = _mm256_fmadd_ps(m, _mm256_loadu_ps(s.as_ptr()), acc[r]);
+                }
+            }
+            if NIBBLE {
+                let mut pairs = [[_mm256_setzero_si256(); 2]; R];
+                for step in 0..STEPS {
+                    let base = wq.add((step / 2) * 64) as *const __m256i;
+                    let mut weights = [_mm256_loadu_si256(base), _mm256_loadu_si256(base.add(1))];
+                    for v in &mut weights {
+                        *v = if step % 2 == 0 {
+                            _mm256_and_si256(*v, low)
+                        } else {
+                            _mm256_and_si256(_mm256_srli_epi16(*v, 4), low)
+                        };
+                    }
+                    for r in 0..R {
+                        let x = _mm256_set1_epi32(xq[r].add(g * GROUP / 4 + step).read_unaligned());
+                        for l in 0..2 {
+                            let p = _mm256_maddubs_epi16(weights[l], x);
+                            pairs[r][l] = _mm256_add_epi16(pairs[r][l], p);
+                        }
+                    }
+                }
+                for r in 0..R {
+                    for l in 0..2 {
+                        let widened = _mm256_madd_epi16(pairs[r][l], ones);
+                        sums[r][0][l] = _mm256_add_epi32(sums[r][0][l], widened);
+                    }
+                }
+            } else {
+                for step in 0..STEPS {
+                    let s = step * SUBS / STEPS;
+                    let base = wq.add(step * 64) as *const __m256i;
+                    let mut weights = [_mm256_loadu_si256(base), _mm256_loadu_si256(base.add(1))];
+                    let mut magnitudes = weights;
+                    if signed {
+                        for l in 0..2 {
+                            weights[l] = _mm256_xor_si256(weights[l], flip);
+                            magnitudes[l] = _mm256_abs_epi8(weights[l]);
+                        }
+                    }
+                    for r in 0..R {
+                        let x = _mm256_set1_epi32(xq[r].add(g * GROUP / 4 + step).read_unaligned());
+                        for l in 0..2 {
+                            let x = if signed {
+                                _mm256_sign_epi8(x, weights[l])
+                            } else {
+                                x
+                            };
+                            let p = _mm256_maddubs_epi16(magnitudes[l], x);
+                            let widened = _mm256_madd_epi16(p, ones);
+                            sums[r][s][l] = _mm256_add_epi32(sums[r][s][l], widened);
+                        }
+                    }
+                }
+            }
+            let ws = w.scales.as_ptr().add(at * SUBS * BLOCK) as *const __m128i;
+            let wm = w.mins.as_ptr().wrapping_add(at * BLOCK) as *const __m128i;
+            for l in 0..2 {
+                let scale0 = _mm256_cvtph_ps(_mm_loadu_si128(ws.add(l)));
+                let scale1 = if SUBS == 2 {
+                    _mm256_cvtph_ps(_mm_loadu_si128(ws.add(2 + l)))
+                } else {
+                    scale0
+                };
+                let mins = if MINS {
+                    _mm256_cvtph_ps(_mm_loadu_si128(wm.add(l)))
+                } else {
+                    scale0
+                };
+                for r in 0..R {
+                    let x_scale = _mm256_set1_ps(a.row_scales(row + r)[g]);
+                    let total = &mut totals[r][l];
+                    if SUBS == 1 {
+                        let s = _mm256_mul_ps(scale0, x_scale);
+                        *total = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[r][0][l]), s, *total);
+                    } else {
+                        let t = _mm256_mul_ps(_mm256_cvtepi32_ps(sums[r][0][l]), scale0);
+                        let t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[r][1][l]), scale1, t);
+                        *total = _mm256_fmadd_ps(t, x_scale, *total);
+                    }
+                    if MINS {
+                        let sum = _mm256_set1_ps(a.row_sums(row + r)[g]);
+                        *total = _mm256_fmadd_ps(mins, sum, *total);
+                    }
                 }
             }
         }
+        let first = block * BLOCK;
+        let valid = (w.rows - first).min(BLOCK);
         for r in 0..R {
-            out.write(row + r, j, horizontal_sum(acc[r]));
+            let dst = out.ptr.add((row + r) * out.stride + first);
+            if valid == BLOCK {
+                _mm256_storeu_ps(dst, totals[r][0]);
+                _mm256_storeu_ps(dst.add(8), totals[r][1]);
+            } else {
+                let mut lanes = [0.0f32; BLOCK];
+                _mm256_storeu_ps(lanes.as_mut_ptr(), totals[r][0]);
+                _mm256_storeu_ps(lanes.as_mut_ptr().add(8), totals[r][1]);
+                std::ptr::copy_nonoverlapping(lanes.as_ptr(), dst, valid);
+            }
         }
     }
-}
-
-/// One f16 (as its bits) in lane 0.
-#[inline(always)]
-unsafe fn half_to_f32(bits: u16) -> __m128 {
-    unsafe { _mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)) }
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn horizontal_sum(v: __m256) -> f32 {
-    let folded = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    let folded = _mm_add_ps(folded, _mm_movehl_ps(folded, folded));
-    let folded = _mm_add_ss(folded, _mm_shuffle_ps(folded, folded, 1));
-    _mm_cvtss_f32(folded)
 }

@@ -1,149 +1,168 @@
-//! AVX-512 VNNI kernel: a pair of 32-weight groups per 512-bit register and one `vpdpbusd`
-//! per pair and activation row. Nibble weights (0..=15) are the unsigned operand against
-//! signed activations, exactly; signed byte weights meet activations as unsigned bytes
-//! (a + 128), and the offset is undone per group with the packed `corrections`.
+//! AVX-512 VNNI kernel: the 16 outputs of a block in one register. Per group, 8 steps each
+//! take one register of weights (unsigned bytes, or the low or high nibbles of one) and,
+//! per activation row, broadcast 4 signed activation bytes into `vpdpbusd`; the sums start
+//! at the weights' offset times the activations' sum, so they come out exact. Each row
+//! spreads a group's steps over independent sums (four alone, two in a tile) so the
+//! multiply-adds do not wait on each other, then scales them into its total.
 
 use std::arch::x86_64::*;
-use std::ops::Range;
 
-use super::{Output, ROW_TILE};
+use super::{Output, Variant, ROW_TILE};
 use crate::engine::quant::activations::QuantizedRows;
-use crate::engine::quant::formats::{Packing, GROUP};
-use crate::engine::quant::packed::PackedMatrix;
+use crate::engine::quant::formats::GROUP;
+use crate::engine::quant::packed::{PackedMatrix, BLOCK, STEPS};
 
 /// # Safety
-/// AVX-512 F/BW and VNNI must be available; see `matmul_columns` for `out`.
+/// AVX-512 F/BW and VNNI must be available; see `matmul_blocks`.
 pub unsafe fn tile(
+    variant: Variant,
     w: &PackedMatrix,
     a: &QuantizedRows,
     row: usize,
     tile: usize,
-    cols: Range<usize>,
+    block: usize,
     out: Output,
 ) {
     unsafe {
-        match (w.packing, tile) {
-            (Packing::Nibble, 4) => run::<4, true, 1>(w, a, row, cols, out),
-            (Packing::Nibble, _) => single::<true, 1>(w, a, row, tile, cols, out),
-            (Packing::Byte { subs: 1 }, 4) => run::<4, false, 1>(w, a, row, cols, out),
-            (Packing::Byte { subs: 1 }, _) => single::<false, 1>(w, a, row, tile, cols, out),
-            (Packing::Byte { .. }, 4) => run::<4, false, 2>(w, a, row, cols, out),
-            (Packing::Byte { .. }, _) => single::<false, 2>(w, a, row, tile, cols, out),
+        match (variant, tile == ROW_TILE) {
+            (Variant::Nibble, true) => run::<4, 2, true, 1, false>(w, a, row, block, out),
+            (Variant::Nibble, false) => single::<true, 1, false>(w, a, row, tile, block, out),
+            (Variant::NibbleMins, true) => run::<4, 2, true, 1, true>(w, a, row, block, out),
+            (Variant::NibbleMins, false) => single::<true, 1, true>(w, a, row, tile, block, out),
+            (Variant::Byte, true) => run::<4, 2, false, 1, false>(w, a, row, block, out),
+            (Variant::Byte, false) => single::<false, 1, false>(w, a, row, tile, block, out),
+            (Variant::ByteHalves, true) => run::<4, 2, false, 2, false>(w, a, row, block, out),
+            (Variant::ByteHalves, false) => single::<false, 2, false>(w, a, row, tile, block, out),
         }
     }
 }
 
-const _: () = assert!(ROW_TILE == 4);
+const _: () = assert!(ROW_TILE == 4 && BLOCK == 16 && STEPS == 8);
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c")]
-unsafe fn single<const NIBBLE: bool, const SUBS: usize>(
+unsafe fn single<const NIBBLE: bool, const SUBS: usize, const MINS: bool>(
     w: &PackedMatrix,
     a: &QuantizedRows,
     row: usize,
     tile: usize,
-    cols: Range<usize>,
+    block: usize,
     out: Output,
 ) {
     for r in row..row + tile {
-        unsafe { run::<1, NIBBLE, SUBS>(w, a, r, cols.clone(), out) };
+        unsafe { run::<1, 4, NIBBLE, SUBS, MINS>(w, a, r, block, out) };
     }
 }
 
+/// `R` rows against one block, `K` integer sums per row and group (`K / SUBS` per half).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c")]
-unsafe fn run<const R: usize, const NIBBLE: bool, const SUBS: usize>(
+unsafe fn run<
+    const R: usize,
+    const K: usize,
+    const NIBBLE: bool,
+    const SUBS: usize,
+    const MINS: bool,
+>(
     w: &PackedMatrix,
     a: &QuantizedRows,
     row: usize,
-    cols: Range<usize>,
+    block: usize,
     out: Output,
 ) {
     unsafe {
         let groups = w.groups;
-        let pairs = groups / 2;
-        let row_bytes = w.row_bytes();
-        let low = _mm256_set1_epi8(0x0F);
-        // Lane → scale index: two scales over 8 lanes each, or four over 4 lanes each.
-        let spread = if SUBS == 1 {
-            _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0)
-        } else {
-            _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0)
-        };
-        let mut activations = [std::ptr::null::<u8>(); R];
-        let mut pair_scales = [std::ptr::null::<f32>(); R];
-        // Per row: what the tail multiplies (group sums for minimums, scales for
-        // corrections).
-        let mut tail_scales = [std::ptr::null::<f32>(); R];
+        let group_bytes = w.group_bytes();
+        let low = _mm512_set1_epi8(0x0F);
+        let per_sub = K / SUBS;
+        let mut xq = [std::ptr::null::<i32>(); R];
+        let mut x_scales = [std::ptr::null::<f32>(); R];
+        let mut x_sums = [std::ptr::null::<f32>(); R];
+        let mut x_halves = [std::ptr::null::<i32>(); R];
         for r in 0..R {
-            activations[r] = if NIBBLE {
-                a.row_q(row + r).as_ptr() as *const u8
-            } else {
-                a.row_unsigned(row + r).as_ptr()
-            };
-            pair_scales[r] = a.row_pair_scales(row + r).as_ptr();
-            tail_scales[r] = if NIBBLE {
-                a.row_sums(row + r).as_ptr()
-            } else {
-                a.row_scales(row + r).as_ptr()
-            };
+            xq[r] = a.row_q(row + r).as_ptr() as *const i32;
+            x_scales[r] = a.row_scales(row + r).as_ptr();
+            x_sums[r] = a.row_sums(row + r).as_ptr();
+            x_halves[r] = a.row_half_sums(row + r).as_ptr();
         }
-        let (mins, corrections) = (w.mins.as_ptr(), w.corrections.as_ptr());
-        for j in cols {
-            let wq = w.q.as_ptr().add(j * row_bytes);
-            let ws = w.scales.as_ptr().add(j * groups * SUBS);
-            let mut acc = [_mm512_setzero_ps(); R];
-            for p in 0..pairs {
-                let weights = if NIBBLE {
-                    let x = _mm256_loadu_si256(wq.add(p * GROUP) as *const __m256i);
-                    let lo = _mm256_and_si256(x, low);
-                    let hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), low);
-                    _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1)
-                } else {
-                    _mm512_loadu_si512(wq.add(p * 2 * GROUP) as *const __m512i)
-                };
-                let halves = if SUBS == 1 {
-                    _mm_cvtsi32_si128((ws.add(2 * p) as *const i32).read_unaligned())
-                } else {
-                    _mm_cvtsi64_si128((ws.add(4 * p) as *const i64).read_unaligned())
-                };
-                let scales =
-                    _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_cvtph_ps(halves)));
+        let mut totals = [_mm512_setzero_ps(); R];
+        for g in 0..groups {
+            let at = block * groups + g;
+            let wq = w.q.as_ptr().add(at * group_bytes);
+            let mut sums = [[_mm512_setzero_si512(); K]; R];
+            if w.offset != 0 {
                 for r in 0..R {
-                    let x = _mm512_loadu_si512(activations[r].add(p * 2 * GROUP) as *const __m512i);
-                    let dot = if NIBBLE {
-                        _mm512_dpbusd_epi32(_mm512_setzero_si512(), weights, x)
+                    let h = x_halves[r].add(2 * g);
+                    if SUBS == 1 {
+                        sums[r][0] = _mm512_set1_epi32(-w.offset * (*h + *h.add(1)));
                     } else {
-                        _mm512_dpbusd_epi32(_mm512_setzero_si512(), x, weights)
-                    };
-                    let s = _mm512_mul_ps(scales, _mm512_loadu_ps(pair_scales[r].add(p * 16)));
-                    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), s, acc[r]);
+                        sums[r][0] = _mm512_set1_epi32(-w.offset * *h);
+                        sums[r][per_sub] = _mm512_set1_epi32(-w.offset * *h.add(1));
+                    }
                 }
             }
+            for step in 0..STEPS {
+                let weights = if NIBBLE {
+                    let x = _mm512_loadu_si512(wq.add((step / 2) * 64) as *const __m512i);
+                    if step % 2 == 0 {
+                        _mm512_and_si512(x, low)
+                    } else {
+                        _mm512_and_si512(_mm512_srli_epi16(x, 4), low)
+                    }
+                } else {
+                    _mm512_loadu_si512(wq.add(step * 64) as *const __m512i)
+                };
+                let k = (step * SUBS / STEPS) * per_sub + step % per_sub;
+                for r in 0..R {
+                    let x = _mm512_set1_epi32(xq[r].add(g * GROUP / 4 + step).read_unaligned());
+                    sums[r][k] = _mm512_dpbusd_epi32(sums[r][k], weights, x);
+                }
+            }
+            let ws = w.scales.as_ptr().add(at * SUBS * BLOCK) as *const __m256i;
+            let scale0 = _mm512_cvtph_ps(_mm256_loadu_si256(ws));
+            let scale1 = if SUBS == 2 {
+                _mm512_cvtph_ps(_mm256_loadu_si256(ws.add(1)))
+            } else {
+                scale0
+            };
+            let mins = if MINS {
+                _mm512_cvtph_ps(_mm256_loadu_si256(
+                    w.mins.as_ptr().add(at * BLOCK) as *const __m256i
+                ))
+            } else {
+                scale0
+            };
             for r in 0..R {
-                let mut extra = _mm512_setzero_ps();
-                let mut g = 0;
-                while g < groups {
-                    let mask: __mmask16 = if groups - g >= 16 {
-                        0xFFFF
-                    } else {
-                        (1u16 << (groups - g)) - 1
-                    };
-                    let tail = if NIBBLE {
-                        let halves =
-                            _mm256_maskz_loadu_epi16(mask, mins.add(j * groups + g) as *const i16);
-                        _mm512_cvtph_ps(halves)
-                    } else {
-                        _mm512_maskz_loadu_ps(mask, corrections.add(j * groups + g))
-                    };
-                    extra = _mm512_fmadd_ps(
-                        tail,
-                        _mm512_maskz_loadu_ps(mask, tail_scales[r].add(g)),
-                        extra,
-                    );
-                    g += 16;
+                let mut half = [_mm512_setzero_si512(); 2];
+                for s in 0..SUBS {
+                    half[s] = sums[r][s * per_sub];
+                    for i in 1..per_sub {
+                        half[s] = _mm512_add_epi32(half[s], sums[r][s * per_sub + i]);
+                    }
                 }
-                let total = _mm512_reduce_add_ps(_mm512_add_ps(acc[r], extra));
-                out.write(row + r, j, total);
+                let x_scale = _mm512_set1_ps(*x_scales[r].add(g));
+                if SUBS == 1 {
+                    let s = _mm512_mul_ps(scale0, x_scale);
+                    totals[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(half[0]), s, totals[r]);
+                } else {
+                    let t = _mm512_mul_ps(_mm512_cvtepi32_ps(half[0]), scale0);
+                    let t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(half[1]), scale1, t);
+                    totals[r] = _mm512_fmadd_ps(t, x_scale, totals[r]);
+                }
+                if MINS {
+                    let sum = _mm512_set1_ps(*x_sums[r].add(g));
+                    totals[r] = _mm512_fmadd_ps(mins, sum, totals[r]);
+                }
             }
+        }
+        let first = block * BLOCK;
+        let valid = (w.rows - first).min(BLOCK);
+        let mask: __mmask16 = if valid == BLOCK {
+            0xFFFF
+        } else {
+            (1u16 << valid) - 1
+        };
+        for r in 0..R {
+            let dst = out.ptr.add((row + r) * out.stride + first);
+            _mm512_mask_storeu_ps(dst, mask, totals[r]);
         }
     }
 }
