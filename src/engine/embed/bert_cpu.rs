@@ -10,7 +10,7 @@ use candle_core::{DType, Tensor};
 use candle_transformers::models::bert::{Config, HiddenAct, PositionEmbeddingType};
 
 use crate::engine::error::{EngineError, Result};
-use crate::engine::fast_math::{exp, gelu};
+use crate::engine::fast_math::{exp, gelu, wide};
 use crate::engine::quant::{pool, Linear, Matmul, QuantError};
 
 pub struct BertCpu {
@@ -226,12 +226,13 @@ impl BertCpu {
             .forward(&layer.attention_out, &s.context, rows, &mut s.projected)
             .map_err(quant)?;
         residual_norm(
+            self.matmul.pool(),
             x,
             &s.projected,
             &layer.attention_out_bias,
             &layer.attention_norm,
             eps,
-        );
+        )?;
         self.matmul
             .forward(&layer.up, x, rows, &mut s.up)
             .map_err(quant)?;
@@ -244,19 +245,27 @@ impl BertCpu {
                 for r in pool::share_range(rows, share, shares) {
                     // SAFETY: each share takes its own rows.
                     let row = unsafe { up.slice(r * inner, inner) };
-                    activate(row, up_bias, activation);
+                    wide(|| activate(row, up_bias, activation));
                 }
             })
             .map_err(|_| EngineError::Inference("an encoder thread failed".into()))?;
         self.matmul
             .forward(&layer.down, &s.up, rows, &mut s.projected)
             .map_err(quant)?;
-        residual_norm(x, &s.projected, &layer.down_bias, &layer.output_norm, eps);
+        residual_norm(
+            self.matmul.pool(),
+            x,
+            &s.projected,
+            &layer.down_bias,
+            &layer.output_norm,
+            eps,
+        )?;
         Ok(())
     }
 }
 
 /// `row ← act(row + bias)`, one loop per activation so each vectorizes.
+#[inline(always)]
 fn activate(row: &mut [f32], bias: &[f32], activation: HiddenAct) {
     let pairs = row.iter_mut().zip(bias);
     match activation {
@@ -270,15 +279,31 @@ fn activate(row: &mut [f32], bias: &[f32], activation: HiddenAct) {
     }
 }
 
-/// `x ← norm(x + out + bias)`, row by row (`bias.len()` wide).
-fn residual_norm(x: &mut [f32], out: &[f32], bias: &[f32], norm: &LayerNorm, eps: f32) {
+/// `x ← norm(x + out + bias)`, row by row (`bias.len()` wide), rows shared over the pool.
+fn residual_norm(
+    pool: &pool::ThreadPool,
+    x: &mut [f32],
+    out: &[f32],
+    bias: &[f32],
+    norm: &LayerNorm,
+    eps: f32,
+) -> Result<()> {
     let h = bias.len();
-    for (row, out) in x.chunks_exact_mut(h).zip(out.chunks_exact(h)) {
-        for ((a, b), c) in row.iter_mut().zip(out).zip(bias) {
-            *a += b + c;
-        }
-        layer_norm(row, norm, eps);
-    }
+    let rows = x.len() / h;
+    let x = pool::SharedRows::new(x);
+    pool.run(&|share, shares| {
+        wide(|| {
+            for r in pool::share_range(rows, share, shares) {
+                // SAFETY: each share takes its own rows.
+                let row = unsafe { x.slice(r * h, h) };
+                for ((a, b), c) in row.iter_mut().zip(&out[r * h..(r + 1) * h]).zip(bias) {
+                    *a += b + c;
+                }
+                layer_norm(row, norm, eps);
+            }
+        })
+    })
+    .map_err(|_| EngineError::Inference("an encoder thread failed".into()))
 }
 
 fn add_bias(x: &mut [f32], bias: &[f32]) {
@@ -290,6 +315,7 @@ fn add_bias(x: &mut [f32], bias: &[f32]) {
 }
 
 /// `(x − mean) / √(var + ε) · w + b` over one row, sums in 16 fixed lanes.
+#[inline(always)]
 fn layer_norm(x: &mut [f32], norm: &LayerNorm, eps: f32) {
     let n = x.len() as f32;
     let mean = lane_sum(x, |v| v) / n;
@@ -328,28 +354,22 @@ fn attention(
 ) -> Result<()> {
     let out = pool::SharedRows::new(context);
     let tasks = spans.len() * heads;
-    #[cfg(target_arch = "x86_64")]
-    let wide = std::arch::is_x86_feature_detected!("avx512f");
     pool.run(&|share, shares| {
         let mut scratch = HeadScratch::default();
         // Interleaved, not contiguous: a batch is sorted by length.
-        for task in (share..tasks).step_by(shares) {
-            let unit = Head {
-                qkv,
-                span: spans[task / heads].clone(),
-                head: task % heads,
-                heads,
-                head_dim,
-            };
-            #[cfg(target_arch = "x86_64")]
-            if wide {
-                // SAFETY: AVX-512 F is available; `out` as below.
-                unsafe { attend_avx512(&unit, &mut scratch, &out) };
-                continue;
+        wide(|| {
+            for task in (share..tasks).step_by(shares) {
+                let unit = Head {
+                    qkv,
+                    span: spans[task / heads].clone(),
+                    head: task % heads,
+                    heads,
+                    head_dim,
+                };
+                // SAFETY: each (span, head) task writes only its own rows' head columns.
+                unsafe { attend(&unit, &mut scratch, &out) };
             }
-            // SAFETY: each (span, head) task writes only its own rows' head columns.
-            unsafe { attend(&unit, &mut scratch, &out) };
-        }
+        })
     })
     .map_err(|_| EngineError::Inference("an encoder thread failed".into()))
 }
@@ -370,20 +390,10 @@ struct HeadScratch {
     acc: Vec<f32>,
 }
 
-/// The same loops compiled for 512-bit vectors (lane-wise, so the same bits).
-///
-/// # Safety
-/// AVX-512 F must be available; see `attend`.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn attend_avx512(unit: &Head, scratch: &mut HeadScratch, out: &pool::SharedRows<f32>) {
-    unsafe { attend(unit, scratch, out) }
-}
-
-/// Positions whose scores are summed together in registers; a sentence's last positions
-/// go in blocks of `NARROW` (short sentences are common, and every block costs a pass
-/// over the query).
-const POSITIONS: usize = 64;
+/// Positions whose scores are summed together in registers, for two queries at once
+/// (independent sums hide the multiply-add latency); a sentence's last positions go in a
+/// block as narrow as 16.
+const POSITIONS: usize = 48;
 const NARROW: usize = 16;
 
 /// # Safety
@@ -409,87 +419,106 @@ unsafe fn attend(unit: &Head, scratch: &mut HeadScratch, out: &pool::SharedRows<
             keys[d * stride + j] = k;
         }
     }
-    scores.resize(stride, 0.0);
-    acc.resize(head_dim, 0.0);
-    for i in span.clone() {
-        let q = column(i, 0);
+    scores.resize(2 * stride, 0.0);
+    acc.resize(2 * head_dim, 0.0);
+    // Queries in pairs (an odd last one paired with itself); each query's every score and
+    // sum takes the same steps in the same order as it would alone.
+    let mut i = span.start;
+    while i < span.end {
+        let last = (i + 1).min(span.end - 1);
+        let queries = [column(i, 0), column(last, 0)];
         let mut block = 0;
         while block < stride {
-            // Each score is the same sum over `d` in order whatever the block width.
-            if stride - block >= POSITIONS {
-                position_block::<POSITIONS>(q, scale, keys, stride, block, scores);
-                block += POSITIONS;
-            } else {
-                position_block::<NARROW>(q, scale, keys, stride, block, scores);
-                block += NARROW;
+            block += match stride - block {
+                rest if rest >= POSITIONS => {
+                    position_block::<POSITIONS>(queries, scale, keys, stride, block, scores)
+                }
+                32 => position_block::<32>(queries, scale, keys, stride, block, scores),
+                _ => position_block::<NARROW>(queries, scale, keys, stride, block, scores),
+            };
+        }
+        let mut sums = [0.0f32; 2];
+        for (q, sum) in sums.iter_mut().enumerate() {
+            let live = &mut scores[q * stride..q * stride + len];
+            let mut maxes = [f32::NEG_INFINITY; 16];
+            for (t, &s) in live.iter().enumerate() {
+                maxes[t % 16] = maxes[t % 16].max(s);
             }
+            let max = maxes.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+            live.iter_mut().for_each(|s| *s = exp(*s - max));
+            *sum = lane_sum(live, |v| v);
         }
-        let live = &mut scores[..len];
-        let mut maxes = [f32::NEG_INFINITY; 16];
-        for (t, &s) in live.iter().enumerate() {
-            maxes[t % 16] = maxes[t % 16].max(s);
-        }
-        let max = maxes.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-        live.iter_mut().for_each(|s| *s = exp(*s - max));
-        let sum = lane_sum(live, |v| v);
         let values = span.clone().map(|j| column(j, 2));
+        let weights = (&scores[..len], &scores[stride..stride + len]);
         // Every dimension of the head in registers at once: independent sums, each over
         // the positions in order.
         match head_dim {
-            32 => weighted::<32>(values, live, acc),
-            64 => weighted::<64>(values, live, acc),
+            32 => weighted::<32>(values, weights, acc),
+            64 => weighted::<64>(values, weights, acc),
             _ => {
                 acc.fill(0.0);
-                for (v, &p) in values.zip(live.iter()) {
-                    for (a, &x) in acc.iter_mut().zip(v) {
-                        *a += p * x;
+                for ((v, &p0), &p1) in values.zip(weights.0).zip(weights.1) {
+                    let (a0, a1) = acc.split_at_mut(head_dim);
+                    for ((a0, a1), &x) in a0.iter_mut().zip(a1.iter_mut()).zip(v) {
+                        *a0 += p0 * x;
+                        *a1 += p1 * x;
                     }
                 }
             }
         }
-        // SAFETY: the caller's contract.
-        let row = unsafe { out.slice(i * h + head * head_dim, head_dim) };
-        let inv = 1.0 / sum;
-        for (o, a) in row.iter_mut().zip(acc.iter()) {
-            *o = a * inv;
+        for (q, row) in (i..=last).enumerate() {
+            // SAFETY: the caller's contract.
+            let out = unsafe { out.slice(row * h + head * head_dim, head_dim) };
+            let inv = 1.0 / sums[q];
+            for (o, a) in out.iter_mut().zip(&acc[q * head_dim..(q + 1) * head_dim]) {
+                *o = a * inv;
+            }
         }
+        i = last + 1;
     }
 }
 
-/// Scores of positions `block..block + W` for query `q`.
+/// Scores of positions `block..block + W` for two queries (rows of `scores`, `stride`
+/// apart); returns `W`.
 #[inline(always)]
 fn position_block<const W: usize>(
-    q: &[f32],
+    queries: [&[f32]; 2],
     scale: f32,
     keys: &[f32],
     stride: usize,
     block: usize,
     scores: &mut [f32],
-) {
-    let mut sums = [0.0f32; W];
-    for (d, &qd) in q.iter().enumerate() {
-        let qd = qd * scale;
+) -> usize {
+    let mut sums = [[0.0f32; W]; 2];
+    for (d, (&a, &b)) in queries[0].iter().zip(queries[1]).enumerate() {
+        let (a, b) = (a * scale, b * scale);
         let k = &keys[d * stride + block..d * stride + block + W];
         for t in 0..W {
-            sums[t] += qd * k[t];
+            sums[0][t] += a * k[t];
+            sums[1][t] += b * k[t];
         }
     }
-    scores[block..block + W].copy_from_slice(&sums);
+    scores[block..block + W].copy_from_slice(&sums[0]);
+    scores[stride + block..stride + block + W].copy_from_slice(&sums[1]);
+    W
 }
 
-/// `acc = Σ_j p_j · v_j` for a head of `D` dimensions.
+/// `acc = [Σ_j p_j · v_j, Σ_j p'_j · v_j]` for a head of `D` dimensions and two queries'
+/// weights.
 #[inline(always)]
 fn weighted<'a, const D: usize>(
     values: impl Iterator<Item = &'a [f32]>,
-    weights: &[f32],
+    weights: (&[f32], &[f32]),
     acc: &mut [f32],
 ) {
-    let mut sums = [0.0f32; D];
-    for (v, &p) in values.zip(weights) {
+    let mut sums = [[0.0f32; D]; 2];
+    for ((v, &p0), &p1) in values.zip(weights.0).zip(weights.1) {
         let v = &v[..D];
         for t in 0..D {
-            sums[t] += p * v[t];
+            sums[0][t] += p0 * v[t];
+            sums[1][t] += p1 * v[t];
         }
     }
-    acc[..D].copy_from_slice(&sums);
+    acc[..D].copy_from_slice(&sums[0]);
+    acc[D..2 * D].copy_from_slice(&sums[1]);
 }

@@ -6,6 +6,7 @@
 
 use super::formats::GROUP;
 use super::pool::{share_range, SharedRows, ThreadPool};
+use crate::engine::fast_math::wide;
 
 #[derive(Default)]
 pub struct QuantizedRows {
@@ -51,19 +52,21 @@ impl QuantizedRows {
         let sums = SharedRows::new(&mut self.sums);
         let half_sums = SharedRows::new(&mut self.half_sums);
         let job = |share: usize, shares: usize| {
-            for row in share_range(rows, share, shares) {
-                // SAFETY: each share takes its own rows of every buffer.
-                unsafe {
-                    quantize_row(
-                        &x[row * cols..(row + 1) * cols],
-                        q.slice(row * width, width),
-                        unsigned.slice(row * width, width),
-                        scales.slice(row * groups, groups),
-                        sums.slice(row * groups, groups),
-                        half_sums.slice(row * groups * 2, groups * 2),
-                    )
-                };
-            }
+            wide(|| {
+                for row in share_range(rows, share, shares) {
+                    // SAFETY: each share takes its own rows of every buffer.
+                    unsafe {
+                        quantize_row(
+                            &x[row * cols..(row + 1) * cols],
+                            q.slice(row * width, width),
+                            unsigned.slice(row * width, width),
+                            scales.slice(row * groups, groups),
+                            sums.slice(row * groups, groups),
+                            half_sums.slice(row * groups * 2, groups * 2),
+                        )
+                    };
+                }
+            })
         };
         match pool {
             Some(pool) if rows >= 2 * pool.threads() && rows * cols >= PARALLEL_MIN_VALUES => {
@@ -100,6 +103,7 @@ impl QuantizedRows {
 /// Values under which quantizing stays on the calling thread.
 const PARALLEL_MIN_VALUES: usize = 16 * 1024;
 
+#[inline(always)]
 fn quantize_row(
     values: &[f32],
     q: &mut [i8],
@@ -122,14 +126,22 @@ fn quantize_row(
 }
 
 /// Symmetric 8-bit quantization of up to 32 values into 32 bytes (zero-padded), signed
-/// and offset by 128; returns the scale and Σ q over each half.
+/// and offset by 128; returns the scale and Σ q over each half. Written as fixed-width
+/// loops so each compiles to a few vector instructions.
+#[inline(always)]
 fn quantize_group(values: &[f32], q: &mut [i8], unsigned: &mut [u8]) -> (f32, [i32; 2]) {
     let (q, unsigned) = (&mut q[..GROUP], &mut unsigned[..GROUP]);
     let mut padded = [0.0f32; GROUP];
-    padded[..values.len()].copy_from_slice(values);
-    let mut lanes = [0.0f32; 8];
-    for chunk in padded.chunks_exact(8) {
-        for i in 0..8 {
+    let values: &[f32; GROUP] = match values.try_into() {
+        Ok(whole) => whole,
+        Err(_) => {
+            padded[..values.len()].copy_from_slice(values);
+            &padded
+        }
+    };
+    let mut lanes = [0.0f32; 16];
+    for chunk in values.chunks_exact(16) {
+        for i in 0..16 {
             lanes[i] = lanes[i].max(chunk[i].abs());
         }
     }
@@ -141,19 +153,20 @@ fn quantize_group(values: &[f32], q: &mut [i8], unsigned: &mut [u8]) -> (f32, [i
     }
     let scale = max / 127.0;
     let inverse = 1.0 / scale;
-    let mut halves = [0i32; 2];
     // Saturating casts do not vectorize; an unchecked one does, on a value made finite
     // and in range first (`max`/`min` return the non-NaN operand).
     let mut ints = [0i32; GROUP];
-    for (i, &v) in ints.iter_mut().zip(&padded) {
+    for (i, &v) in ints.iter_mut().zip(values) {
         let r = (v * inverse).round_ties_even().max(-127.0).min(127.0);
         // SAFETY: `r` is finite and within ±127.
         *i = unsafe { r.to_int_unchecked::<i32>() };
     }
-    for i in 0..GROUP {
-        q[i] = ints[i] as i8;
-        unsigned[i] = (ints[i] + 128) as u8;
-        halves[i / (GROUP / 2)] += ints[i];
+    for (q, &i) in q.iter_mut().zip(&ints) {
+        *q = i as i8;
     }
-    (scale, halves)
+    for (u, &i) in unsigned.iter_mut().zip(&ints) {
+        *u = (i + 128) as u8;
+    }
+    let half = |part: &[i32]| part.iter().sum::<i32>();
+    (scale, [half(&ints[..GROUP / 2]), half(&ints[GROUP / 2..])])
 }
