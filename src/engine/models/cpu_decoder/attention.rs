@@ -16,8 +16,9 @@ pub struct SequenceCache {
 }
 
 struct LayerCache {
-    /// Transposed, `kv_heads × head_dim × (capacity + ROW_PAD)`: a query's scores over many positions
-    /// are then contiguous multiply-adds instead of one short dot product per position.
+    /// Per KV head, tiles of `TILE` positions, each `head_dim × TILE` (dimension-major): a
+    /// query's scores over a tile are contiguous multiply-adds, and a pass over the
+    /// positions reads each head's keys as one stream.
     keys: Vec<f32>,
     /// `capacity × kv_heads · head_dim`, position-major.
     values: Vec<f32>,
@@ -25,12 +26,11 @@ struct LayerCache {
 
 /// Positions added when a cache must grow (then doubling).
 const FIRST_CAPACITY: usize = 256;
-/// Floats between transposed key rows beyond the capacity: a power-of-two stride would
-/// put every row of a head in the same L1 cache sets.
-const ROW_PAD: usize = 16;
-/// Positions whose scores are summed together in registers (eight independent 8-lane
-/// sums: enough to hide the multiply-add latency).
-const POSITION_BLOCK: usize = 64;
+/// Positions per key tile: one 512-bit register, or two 256-bit ones.
+const TILE: usize = 16;
+/// Tiles whose scores are summed together in registers (eight independent 8-lane sums:
+/// enough to hide the multiply-add latency).
+const TILES_AT_ONCE: usize = 4;
 
 impl SequenceCache {
     pub fn new(layers: usize, kv_heads: usize, head_dim: usize) -> Self {
@@ -68,17 +68,28 @@ impl SequenceCache {
             .max(self.capacity * 2)
             .next_power_of_two();
         let width = self.kv_heads * self.head_dim;
+        let (old_head, new_head) = (self.head_floats(self.capacity), self.head_floats(capacity));
+        let used = self.tiles_used(self.len);
         for layer in &mut self.layers {
-            let (old_stride, new_stride) = (self.capacity + ROW_PAD, capacity + ROW_PAD);
-            let mut keys = vec![0.0f32; width * new_stride];
-            for lane in (0..width).filter(|_| self.len > 0) {
-                keys[lane * new_stride..lane * new_stride + self.len]
-                    .copy_from_slice(&layer.keys[lane * old_stride..][..self.len]);
+            let mut keys = vec![0.0f32; self.kv_heads * new_head];
+            for head in 0..self.kv_heads {
+                keys[head * new_head..head * new_head + used]
+                    .copy_from_slice(&layer.keys[head * old_head..head * old_head + used]);
             }
             layer.keys = keys;
             layer.values.resize(width * capacity, 0.0);
         }
         self.capacity = capacity;
+    }
+
+    /// Floats of one KV head's keys at `capacity` positions.
+    fn head_floats(&self, capacity: usize) -> usize {
+        capacity * self.head_dim
+    }
+
+    /// Floats of one KV head's keys that the first `len` positions' tiles take.
+    fn tiles_used(&self, len: usize) -> usize {
+        len.div_ceil(TILE) * TILE * self.head_dim
     }
 
     /// Makes this cache hold the first `len` positions of `other` (same model): what a
@@ -88,11 +99,16 @@ impl SequenceCache {
         self.len = 0;
         self.reserve(len);
         let width = self.kv_heads * self.head_dim;
-        let (from_stride, to_stride) = (other.stride(), self.stride());
+        let (from_head, to_head) = (
+            other.head_floats(other.capacity),
+            self.head_floats(self.capacity),
+        );
+        // Whole tiles: positions past `len` are rewritten before anyone reads them.
+        let used = self.tiles_used(len);
         for (to, from) in self.layers.iter_mut().zip(&other.layers) {
-            for lane in 0..width {
-                to.keys[lane * to_stride..lane * to_stride + len]
-                    .copy_from_slice(&from.keys[lane * from_stride..][..len]);
+            for head in 0..self.kv_heads {
+                to.keys[head * to_head..head * to_head + used]
+                    .copy_from_slice(&from.keys[head * from_head..head * from_head + used]);
             }
             to.values[..len * width].copy_from_slice(&from.values[..len * width]);
         }
@@ -102,19 +118,20 @@ impl SequenceCache {
     /// Writes one layer's keys and values for positions `len..len + rows` (`rows ×
     /// kv_width` each); `reserve` must have made room.
     pub fn write(&mut self, layer: usize, keys: &[f32], values: &[f32]) {
-        let width = self.kv_heads * self.head_dim;
-        let (len, stride) = (self.len, self.stride());
+        let (head_dim, width) = (self.head_dim, self.kv_heads * self.head_dim);
+        let (len, head_floats) = (self.len, self.head_floats(self.capacity));
         let cache = &mut self.layers[layer];
         for (i, row) in keys.chunks_exact(width).enumerate() {
-            for (lane, &k) in row.iter().enumerate() {
-                cache.keys[lane * stride + len + i] = k;
+            let position = len + i;
+            let tile = (position / TILE) * TILE * head_dim + position % TILE;
+            for (head, dims) in row.chunks_exact(head_dim).enumerate() {
+                let base = head * head_floats + tile;
+                for (d, &k) in dims.iter().enumerate() {
+                    cache.keys[base + d * TILE] = k;
+                }
             }
         }
         cache.values[len * width..len * width + values.len()].copy_from_slice(values);
-    }
-
-    fn stride(&self) -> usize {
-        self.capacity + ROW_PAD
     }
 
     /// Counts `rows` new positions once every layer has them written.
@@ -124,7 +141,8 @@ impl SequenceCache {
 
     /// Attention of one query head at absolute position `position` over positions
     /// `0..=position`, its KV head being `kv_head`. Writes `head_dim` floats to `out`;
-    /// `scores` is scratch.
+    /// `scores` is scratch. Inlined, so callers may compile it for wider vectors.
+    #[inline(always)]
     pub fn attend(
         &self,
         layer: usize,
@@ -139,35 +157,25 @@ impl SequenceCache {
         let scale = 1.0 / (head_dim as f32).sqrt();
         let seen = position + 1;
         scores.clear();
-        scores.resize(seen, 0.0);
-        let keys = &cache.keys[kv_head * head_dim * self.stride()..];
-        // Blocks of positions with their sums in registers, over the head's dimensions in
-        // order: the same operations for a position whatever the block.
-        for (block, out) in scores.chunks_mut(POSITION_BLOCK).enumerate() {
-            let start = block * POSITION_BLOCK;
-            let mut acc = [0.0f32; POSITION_BLOCK];
-            let width = out.len();
-            let stride = self.stride();
-            if width == POSITION_BLOCK {
-                // Fixed width: the sums stay in registers.
-                for (d, &q) in query.iter().enumerate() {
-                    let k: &[f32; POSITION_BLOCK] = keys[d * stride + start..][..POSITION_BLOCK]
-                        .try_into()
-                        .unwrap_or(&[0.0; POSITION_BLOCK]);
-                    for i in 0..POSITION_BLOCK {
-                        acc[i] = q.mul_add(k[i], acc[i]);
-                    }
-                }
-            } else {
-                for (d, &q) in query.iter().enumerate() {
-                    let k = &keys[d * stride + start..][..width];
-                    for (a, &k) in acc.iter_mut().zip(k) {
-                        *a = q.mul_add(k, *a);
-                    }
-                }
+        let keys = &cache.keys[kv_head * self.head_floats(self.capacity)..];
+        // Up to four tiles at a time, each position's sum over the head's dimensions in
+        // order: the same operations for a position whatever the tiles beside it.
+        let tiles = seen.div_ceil(TILE);
+        scores.resize(tiles * TILE, 0.0);
+        let mut tile = 0;
+        while tile < tiles {
+            let at_once = (tiles - tile).min(TILES_AT_ONCE);
+            let block = &keys[tile * TILE * head_dim..][..at_once * TILE * head_dim];
+            let out = &mut scores[tile * TILE..(tile + at_once) * TILE];
+            match at_once {
+                4 => score_tiles::<4>(query, block, out),
+                3 => score_tiles::<3>(query, block, out),
+                2 => score_tiles::<2>(query, block, out),
+                _ => score_tiles::<1>(query, block, out),
             }
-            out.copy_from_slice(&acc[..width]);
+            tile += at_once;
         }
+        scores.truncate(seen);
         let max = scores.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
         for s in scores.iter_mut() {
             *s = exp((*s - max) * scale);
@@ -192,7 +200,28 @@ impl SequenceCache {
     }
 }
 
+/// Scores of `N` consecutive tiles (`block`: `N × head_dim × TILE` floats) into `out`.
+#[inline(always)]
+fn score_tiles<const N: usize>(query: &[f32], block: &[f32], out: &mut [f32]) {
+    let head_dim = query.len();
+    let block = &block[..N * head_dim * TILE];
+    let mut acc = [[0.0f32; TILE]; N];
+    for (d, &q) in query.iter().enumerate() {
+        for t in 0..N {
+            let at = (t * head_dim + d) * TILE;
+            let k = &block[at..at + TILE];
+            for i in 0..TILE {
+                acc[t][i] = q.mul_add(k[i], acc[t][i]);
+            }
+        }
+    }
+    for (t, acc) in acc.iter().enumerate() {
+        out[t * TILE..(t + 1) * TILE].copy_from_slice(acc);
+    }
+}
+
 /// A sum with 16 independent partial sums (vectorizes; fixed order).
+#[inline(always)]
 fn sum(values: &[f32]) -> f32 {
     let mut partial = [0.0f32; 16];
     let chunks = values.len() / 16;
@@ -206,6 +235,7 @@ fn sum(values: &[f32]) -> f32 {
 
 /// `out = Σ_p weight_p · inverse · values[p]` for a common head size, with the sums in
 /// registers (the same operations, in the same order, as the general loop).
+#[inline(always)]
 fn weighted_sum<const D: usize>(
     weights: &[f32],
     inverse: f32,

@@ -16,6 +16,7 @@ use self::attention::SequenceCache;
 use super::hyper::{read_hyper, Hyper};
 use super::CausalLm;
 use crate::engine::error::{EngineError, Result};
+use crate::engine::fast_math::wide;
 use crate::engine::gguf::GgufFile;
 use crate::engine::quant::{pool, Linear, Matmul};
 
@@ -327,25 +328,37 @@ impl CpuDecoder {
         let out = pool::SharedRows::new(&mut b.attended);
         let (heads, group) = (h.heads, h.heads / h.kv_heads);
         let (q, slots) = (&b.q, &self.slots);
-        let units = rows * heads;
+        // With enough work to share, a unit takes all the query heads of one KV head, so
+        // its keys and values come from memory once; a query's result is the same either way.
+        let per_unit = if rows * h.kv_heads >= 2 * matmul.pool().threads() {
+            group
+        } else {
+            1
+        };
+        let units = rows * heads / per_unit;
         let job = |share: usize, shares: usize| {
             let mut scores = Vec::new();
-            // Interleaved, not contiguous: later rows attend to longer prefixes.
-            for unit in (share..units).step_by(shares) {
-                let (row, head) = (unit / heads, unit % heads);
-                let cache = &slots[row_slot[row]];
-                let query = &q[row * q_width + head * head_dim..][..head_dim];
-                // SAFETY: unit (row, head) owns these head_dim floats of `attended`.
-                let target = unsafe { out.slice(row * q_width + head * head_dim, head_dim) };
-                cache.attend(
-                    index,
-                    query,
-                    row_position[row],
-                    head / group,
-                    &mut scores,
-                    target,
-                );
-            }
+            wide(|| {
+                // Interleaved, not contiguous: later rows attend to longer prefixes.
+                for unit in (share..units).step_by(shares) {
+                    for flat in unit * per_unit..(unit + 1) * per_unit {
+                        let (row, head) = (flat / heads, flat % heads);
+                        let cache = &slots[row_slot[row]];
+                        let query = &q[row * q_width + head * head_dim..][..head_dim];
+                        // SAFETY: (row, head) owns these head_dim floats of `attended`.
+                        let target =
+                            unsafe { out.slice(row * q_width + head * head_dim, head_dim) };
+                        cache.attend(
+                            index,
+                            query,
+                            row_position[row],
+                            head / group,
+                            &mut scores,
+                            target,
+                        );
+                    }
+                }
+            })
         };
         matmul
             .pool()
