@@ -17,8 +17,11 @@ pub const GROUP: usize = 32;
 pub enum Packing {
     /// `q` in 0..=15, two per byte; one scale per group.
     Nibble,
-    /// `q` a byte; `subs` scales per group (each covering 32 / subs weights).
-    Byte { subs: usize },
+    /// `q` in 0..=63 (Q6_K): the low 4 bits as `Nibble`, the high 2 in a plane of their
+    /// own; a scale per half group.
+    Six,
+    /// `q` a byte; one scale per group.
+    Byte,
 }
 
 /// The GGML block types the kernels run.
@@ -47,8 +50,8 @@ impl BlockType {
     pub fn packing(self) -> Packing {
         match self {
             Self::Q4_0 | Self::Q4_1 | Self::Q4K => Packing::Nibble,
-            Self::Q8_0 => Packing::Byte { subs: 1 },
-            Self::Q6K => Packing::Byte { subs: 2 },
+            Self::Q8_0 => Packing::Byte,
+            Self::Q6K => Packing::Six,
         }
     }
 
@@ -82,8 +85,8 @@ pub struct Unpacked {
 impl Unpacked {
     pub fn subs(&self) -> usize {
         match self.packing {
-            Packing::Nibble => 1,
-            Packing::Byte { subs } => subs,
+            Packing::Nibble | Packing::Byte => 1,
+            Packing::Six => 2,
         }
     }
 }

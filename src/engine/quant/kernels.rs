@@ -74,8 +74,8 @@ pub enum Variant {
     NibbleMins,
     /// Byte weights, one scale per group (Q8_0).
     Byte,
-    /// Byte weights, a scale per half group (Q6_K).
-    ByteHalves,
+    /// Six-bit weights, a scale per half group (Q6_K).
+    SixHalves,
 }
 
 impl Variant {
@@ -83,8 +83,8 @@ impl Variant {
         match (w.packing, w.mins.is_empty()) {
             (Packing::Nibble, true) => Self::Nibble,
             (Packing::Nibble, false) => Self::NibbleMins,
-            (Packing::Byte { subs: 1 }, _) => Self::Byte,
-            (Packing::Byte { .. }, _) => Self::ByteHalves,
+            (Packing::Byte, _) => Self::Byte,
+            (Packing::Six, _) => Self::SixHalves,
         }
     }
 }

@@ -2,11 +2,12 @@
 //! of 16 and, within a block and 32-weight group, 4 consecutive weights of each of the 16
 //! rows side by side, so one 512-bit `vpdpbusd` (or two 256-bit steps) advances 16
 //! outputs by 4 inputs and the sums of 16 outputs stay apart in one register. Weights stay
-//! unsigned (`q`, the format's offset subtracted in the integer sums), as 4-bit pairs in
-//! one byte or as bytes; scales and minimums as f16, as GGUF stores them: exact for Q4_0,
-//! Q4_1 and Q8_0; for the K-quants the scale times the sub-block's 6- or 8-bit factor is
-//! rounded to f16 (relative error at most 2⁻¹¹, far below the 8-bit activations'). Decode
-//! reads every weight once per token, so these bytes are its speed.
+//! unsigned (`q`, the format's offset subtracted in the integer sums) at their own width:
+//! 4-bit pairs in one byte, Q6_K's 6 bits as such a nibble plus 2 bits in a second plane,
+//! or bytes. Scales and minimums are f16, as GGUF stores them: exact for Q4_0, Q4_1 and
+//! Q8_0; for the K-quants the scale times the sub-block's 6- or 8-bit factor is rounded to
+//! f16 (relative error at most 2⁻¹¹, far below the 8-bit activations'). Decode reads
+//! every weight once per token, so these bytes are its speed.
 
 use half::f16;
 
@@ -32,7 +33,9 @@ pub struct PackedMatrix {
     /// Per block and group, `group_bytes()` bytes. Bytes: `[step 8][row 16][4 inputs]`.
     /// Nibbles: `[chunk 4][row 16][4]`, the byte holding input `8·chunk + i` in its low
     /// nibble and input `8·chunk + 4 + i` in its high one, so step `2·chunk` is the low
-    /// nibbles of a chunk and step `2·chunk + 1` its high ones.
+    /// nibbles of a chunk and step `2·chunk + 1` its high ones. Six bits: those nibbles
+    /// (of the low 4 bits), then `[quad 2][row 16][4]` whose bits `2·(step % 4)` and up
+    /// hold the high 2 bits of step `4·quad + step % 4`.
     pub q: Vec<u8>,
     /// Per block and group: `subs × 16` scales (sub-block major).
     pub scales: Vec<f16>,
@@ -60,25 +63,22 @@ impl PackedMatrix {
                 vec![f16::ZERO; blocks * groups * BLOCK]
             },
         };
-        // Padding rows hold the offset: their weights are zero.
-        let pad = match u.packing {
-            Packing::Nibble => (u.offset as u8) | ((u.offset as u8) << 4),
-            Packing::Byte { .. } => u.offset as u8,
-        };
-        packed.q = vec![pad; blocks * groups * packed.group_bytes()];
-        for row in 0..u.rows {
+        packed.q = vec![0; blocks * groups * packed.group_bytes()];
+        for row in 0..blocks * BLOCK {
             let (block, lane) = (row / BLOCK, row % BLOCK);
             for g in 0..groups {
                 let at = block * groups + g;
-                let src = &u.q[row * u.cols + g * GROUP..][..GROUP];
                 for i in 0..GROUP {
-                    let (index, high) = packed.position(at, lane, i);
-                    let byte = &mut packed.q[index];
-                    *byte = match (u.packing, high) {
-                        (Packing::Byte { .. }, _) => src[i],
-                        (Packing::Nibble, false) => (*byte & 0xF0) | src[i],
-                        (Packing::Nibble, true) => (*byte & 0x0F) | (src[i] << 4),
+                    // Padding rows hold the offset: their weights are zero.
+                    let q = if row < u.rows {
+                        u.q[row * u.cols + g * GROUP + i]
+                    } else {
+                        u.offset as u8
                     };
+                    packed.set(at, lane, i, q);
+                }
+                if row >= u.rows {
+                    continue;
                 }
                 let group = row * groups + g;
                 for s in 0..subs {
@@ -93,10 +93,35 @@ impl PackedMatrix {
         packed
     }
 
+    /// Stores weight `q` of input `i` of a group's row `lane` (its bits still zero).
+    fn set(&mut self, block_group: usize, lane: usize, i: usize, q: u8) {
+        let (index, high) = self.position(block_group, lane, i);
+        match self.packing {
+            Packing::Byte => self.q[index] = q,
+            Packing::Nibble | Packing::Six => {
+                self.q[index] |= (q & 0x0F) << if high { 4 } else { 0 };
+            }
+        }
+        if self.packing == Packing::Six {
+            let (index, shift) = self.high_bits(block_group, lane, i);
+            self.q[index] |= (q >> 4) << shift;
+        }
+    }
+
+    /// Where the high 2 bits of a six-bit weight lie: (byte index, shift).
+    fn high_bits(&self, block_group: usize, lane: usize, i: usize) -> (usize, u32) {
+        let step = i / 4;
+        let base = block_group * self.group_bytes() + GROUP * BLOCK / 2;
+        (
+            base + (step / 4) * BLOCK * 4 + lane * 4 + i % 4,
+            2 * (step % 4) as u32,
+        )
+    }
+
     pub fn subs(&self) -> usize {
         match self.packing {
-            Packing::Nibble => 1,
-            Packing::Byte { subs } => subs,
+            Packing::Nibble | Packing::Byte => 1,
+            Packing::Six => 2,
         }
     }
 
@@ -104,7 +129,8 @@ impl PackedMatrix {
     pub fn group_bytes(&self) -> usize {
         match self.packing {
             Packing::Nibble => GROUP * BLOCK / 2,
-            Packing::Byte { .. } => GROUP * BLOCK,
+            Packing::Six => GROUP * BLOCK * 3 / 4,
+            Packing::Byte => GROUP * BLOCK,
         }
     }
 
@@ -112,8 +138,10 @@ impl PackedMatrix {
     fn position(&self, block_group: usize, lane: usize, i: usize) -> (usize, bool) {
         let base = block_group * self.group_bytes();
         match self.packing {
-            Packing::Byte { .. } => (base + (i / 4) * BLOCK * 4 + lane * 4 + i % 4, false),
-            Packing::Nibble => (base + (i / 8) * BLOCK * 4 + lane * 4 + i % 4, i % 8 >= 4),
+            Packing::Byte => (base + (i / 4) * BLOCK * 4 + lane * 4 + i % 4, false),
+            Packing::Nibble | Packing::Six => {
+                (base + (i / 8) * BLOCK * 4 + lane * 4 + i % 4, i % 8 >= 4)
+            }
         }
     }
 
@@ -122,11 +150,16 @@ impl PackedMatrix {
         let at = (row / BLOCK) * self.groups + col / GROUP;
         let (index, high) = self.position(at, row % BLOCK, col % GROUP);
         let byte = self.q[index];
-        match (self.packing, high) {
-            (Packing::Byte { .. }, _) => byte as i32,
-            (Packing::Nibble, false) => (byte & 0x0F) as i32,
-            (Packing::Nibble, true) => (byte >> 4) as i32,
+        let low = match (self.packing, high) {
+            (Packing::Byte, _) => return byte as i32,
+            (_, false) => byte & 0x0F,
+            (_, true) => byte >> 4,
+        };
+        if self.packing == Packing::Six {
+            let (index, shift) = self.high_bits(at, row % BLOCK, col % GROUP);
+            return (low | (((self.q[index] >> shift) & 3) << 4)) as i32;
         }
+        low as i32
     }
 
     /// The scale of (`row`, group `g`, sub-block `s`).

@@ -37,7 +37,7 @@ pub unsafe fn tile(
                     }
                     isum
                 };
-                if variant == Variant::ByteHalves {
+                if variant == Variant::SixHalves {
                     let t = half_sum(0) as f32 * w.scale(j, g, 0);
                     let t = (half_sum(1) as f32).mul_add(w.scale(j, g, 1), t);
                     total = t.mul_add(scales[g], total);

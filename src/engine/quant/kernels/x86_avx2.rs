@@ -1,7 +1,8 @@
 //! AVX2 + FMA kernel: the 16 outputs of a block in two 256-bit registers. Per step, 4
 //! signed activation bytes are broadcast against each register of unsigned weights into
 //! `maddubs`: nibble products are small enough to add up as 16-bit pairs over a whole
-//! group before one widening `madd`; Q6_K's six-bit ones widen per step. Q8_0's bytes are
+//! group before one widening `madd`; Q6_K's six-bit ones (the nibble and its 2 high bits
+//! from their own plane) widen per step. Q8_0's bytes are
 //! turned back into signed weights and use the sign trick (|w| · sign(a, w)), which keeps
 //! `maddubs` from saturating and needs no offset. The float steps are the AVX-512
 //! kernel's, lane by lane.
@@ -26,10 +27,10 @@ pub unsafe fn tile(
 ) {
     unsafe {
         match variant {
-            Variant::Nibble => rows::<true, 1, false>(w, a, row, tile, block, out),
-            Variant::NibbleMins => rows::<true, 1, true>(w, a, row, tile, block, out),
-            Variant::Byte => rows::<false, 1, false>(w, a, row, tile, block, out),
-            Variant::ByteHalves => rows::<false, 2, false>(w, a, row, tile, block, out),
+            Variant::Nibble => rows::<4, 1, false>(w, a, row, tile, block, out),
+            Variant::NibbleMins => rows::<4, 1, true>(w, a, row, tile, block, out),
+            Variant::Byte => rows::<8, 1, false>(w, a, row, tile, block, out),
+            Variant::SixHalves => rows::<6, 2, false>(w, a, row, tile, block, out),
         }
     }
 }
@@ -38,7 +39,7 @@ const _: () = assert!(ROW_TILE % 2 == 0 && BLOCK == 16 && STEPS == 8);
 
 /// Pairs of rows (sixteen registers hold no more), then a single one.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn rows<const NIBBLE: bool, const SUBS: usize, const MINS: bool>(
+unsafe fn rows<const BITS: u32, const SUBS: usize, const MINS: bool>(
     w: &PackedMatrix,
     a: &QuantizedRows,
     row: usize,
@@ -48,16 +49,16 @@ unsafe fn rows<const NIBBLE: bool, const SUBS: usize, const MINS: bool>(
 ) {
     let mut r = row;
     while r + 2 <= row + tile {
-        unsafe { run::<2, NIBBLE, SUBS, MINS>(w, a, r, block, out) };
+        unsafe { run::<2, BITS, SUBS, MINS>(w, a, r, block, out) };
         r += 2;
     }
     if r < row + tile {
-        unsafe { run::<1, NIBBLE, SUBS, MINS>(w, a, r, block, out) };
+        unsafe { run::<1, BITS, SUBS, MINS>(w, a, r, block, out) };
     }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn run<const R: usize, const NIBBLE: bool, const SUBS: usize, const MINS: bool>(
+unsafe fn run<const R: usize, const BITS: u32, const SUBS: usize, const MINS: bool>(
     w: &PackedMatrix,
     a: &QuantizedRows,
     row: usize,
@@ -67,10 +68,10 @@ unsafe fn run<const R: usize, const NIBBLE: bool, const SUBS: usize, const MINS:
     unsafe {
         let groups = w.groups;
         let group_bytes = w.group_bytes();
-        let (low, ones) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi16(1));
+        let ones = _mm256_set1_epi16(1);
         let flip = _mm256_set1_epi8(i8::MIN);
         // Q8_0: signed weights and the sign trick, so no offset to subtract.
-        let signed = !NIBBLE && SUBS == 1;
+        let signed = BITS == 8;
         let offset = if signed { 0 } else { w.offset };
         let mut xq = [std::ptr::null::<i32>(); R];
         for r in 0..R {
@@ -95,18 +96,10 @@ unsafe fn run<const R: usize, const NIBBLE: bool, const SUBS: usize, const MINS:
                     }
                 }
             }
-            if NIBBLE {
+            if BITS == 4 {
                 let mut pairs = [[_mm256_setzero_si256(); 2]; R];
                 for step in 0..STEPS {
-                    let base = wq.add((step / 2) * 64) as *const __m256i;
-                    let mut weights = [_mm256_loadu_si256(base), _mm256_loadu_si256(base.add(1))];
-                    for v in &mut weights {
-                        *v = if step % 2 == 0 {
-                            _mm256_and_si256(*v, low)
-                        } else {
-                            _mm256_and_si256(_mm256_srli_epi16(*v, 4), low)
-                        };
-                    }
+                    let weights = step_weights::<BITS>(wq, step);
                     for r in 0..R {
                         let x = _mm256_set1_epi32(xq[r].add(g * GROUP / 4 + step).read_unaligned());
                         for l in 0..2 {
@@ -124,8 +117,7 @@ unsafe fn run<const R: usize, const NIBBLE: bool, const SUBS: usize, const MINS:
             } else {
                 for step in 0..STEPS {
                     let s = step * SUBS / STEPS;
-                    let base = wq.add(step * 64) as *const __m256i;
-                    let mut weights = [_mm256_loadu_si256(base), _mm256_loadu_si256(base.add(1))];
+                    let mut weights = step_weights::<BITS>(wq, step);
                     let mut magnitudes = weights;
                     if signed {
                         for l in 0..2 {
@@ -194,5 +186,39 @@ unsafe fn run<const R: usize, const NIBBLE: bool, const SUBS: usize, const MINS:
                 std::ptr::copy_nonoverlapping(lanes.as_ptr(), dst, valid);
             }
         }
+    }
+}
+
+/// Step `step`'s weights of one block and group (`wq`), as unsigned bytes in two registers.
+#[inline(always)]
+unsafe fn step_weights<const BITS: u32>(wq: *const u8, step: usize) -> [__m256i; 2] {
+    unsafe {
+        if BITS == 8 {
+            let base = wq.add(step * 64) as *const __m256i;
+            return [_mm256_loadu_si256(base), _mm256_loadu_si256(base.add(1))];
+        }
+        let (low, high) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(0x30));
+        let base = wq.add((step / 2) * 64) as *const __m256i;
+        let plane = wq.add(GROUP * BLOCK / 2 + (step / 4) * 64) as *const __m256i;
+        let mut weights = [_mm256_loadu_si256(base), _mm256_loadu_si256(base.add(1))];
+        for (l, v) in weights.iter_mut().enumerate() {
+            *v = if step % 2 == 0 {
+                _mm256_and_si256(*v, low)
+            } else {
+                _mm256_and_si256(_mm256_srli_epi16(*v, 4), low)
+            };
+            if BITS == 6 {
+                // This step's 2 high bits, moved to bits 4 and 5 of each byte.
+                let h = _mm256_loadu_si256(plane.add(l));
+                let h = match step % 4 {
+                    0 => _mm256_slli_epi16(h, 4),
+                    1 => _mm256_slli_epi16(h, 2),
+                    2 => h,
+                    _ => _mm256_srli_epi16(h, 2),
+                };
+                *v = _mm256_or_si256(*v, _mm256_and_si256(h, high));
+            }
+        }
+        weights
     }
 }

@@ -1,5 +1,6 @@
 //! AVX-512 VNNI kernel: the 16 outputs of a block in one register. Per group, 8 steps each
-//! take one register of weights (unsigned bytes, or the low or high nibbles of one) and,
+//! take one register of weights (unsigned bytes, the low or high nibbles of one, or those
+//! with Q6_K's two high bits from their own plane) and,
 //! per activation row, broadcast 4 signed activation bytes into `vpdpbusd`; the sums start
 //! at the weights' offset times the activations' sum, so they come out exact. Each row
 //! spreads a group's steps over independent sums (four alone, two in a tile) so the
@@ -25,14 +26,14 @@ pub unsafe fn tile(
 ) {
     unsafe {
         match (variant, tile == ROW_TILE) {
-            (Variant::Nibble, true) => run::<4, 2, true, 1, false>(w, a, row, block, out),
-            (Variant::Nibble, false) => single::<true, 1, false>(w, a, row, tile, block, out),
-            (Variant::NibbleMins, true) => run::<4, 2, true, 1, true>(w, a, row, block, out),
-            (Variant::NibbleMins, false) => single::<true, 1, true>(w, a, row, tile, block, out),
-            (Variant::Byte, true) => run::<4, 2, false, 1, false>(w, a, row, block, out),
-            (Variant::Byte, false) => single::<false, 1, false>(w, a, row, tile, block, out),
-            (Variant::ByteHalves, true) => run::<4, 2, false, 2, false>(w, a, row, block, out),
-            (Variant::ByteHalves, false) => single::<false, 2, false>(w, a, row, tile, block, out),
+            (Variant::Nibble, true) => run::<4, 2, 4, 1, false>(w, a, row, block, out),
+            (Variant::Nibble, false) => single::<4, 1, false>(w, a, row, tile, block, out),
+            (Variant::NibbleMins, true) => run::<4, 2, 4, 1, true>(w, a, row, block, out),
+            (Variant::NibbleMins, false) => single::<4, 1, true>(w, a, row, tile, block, out),
+            (Variant::Byte, true) => run::<4, 2, 8, 1, false>(w, a, row, block, out),
+            (Variant::Byte, false) => single::<8, 1, false>(w, a, row, tile, block, out),
+            (Variant::SixHalves, true) => run::<4, 2, 6, 2, false>(w, a, row, block, out),
+            (Variant::SixHalves, false) => single::<6, 2, false>(w, a, row, tile, block, out),
         }
     }
 }
@@ -40,7 +41,7 @@ pub unsafe fn tile(
 const _: () = assert!(ROW_TILE == 4 && BLOCK == 16 && STEPS == 8);
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c")]
-unsafe fn single<const NIBBLE: bool, const SUBS: usize, const MINS: bool>(
+unsafe fn single<const BITS: u32, const SUBS: usize, const MINS: bool>(
     w: &PackedMatrix,
     a: &QuantizedRows,
     row: usize,
@@ -49,16 +50,17 @@ unsafe fn single<const NIBBLE: bool, const SUBS: usize, const MINS: bool>(
     out: Output,
 ) {
     for r in row..row + tile {
-        unsafe { run::<1, 4, NIBBLE, SUBS, MINS>(w, a, r, block, out) };
+        unsafe { run::<1, 4, BITS, SUBS, MINS>(w, a, r, block, out) };
     }
 }
 
-/// `R` rows against one block, `K` integer sums per row and group (`K / SUBS` per half).
+/// `R` rows against one block of `BITS`-bit weights, `K` integer sums per row and group
+/// (`K / SUBS` per half).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c")]
 unsafe fn run<
     const R: usize,
     const K: usize,
-    const NIBBLE: bool,
+    const BITS: u32,
     const SUBS: usize,
     const MINS: bool,
 >(
@@ -71,7 +73,7 @@ unsafe fn run<
     unsafe {
         let groups = w.groups;
         let group_bytes = w.group_bytes();
-        let low = _mm512_set1_epi8(0x0F);
+        let (low, high) = (_mm512_set1_epi8(0x0F), _mm512_set1_epi8(0x30));
         let per_sub = K / SUBS;
         let mut xq = [std::ptr::null::<i32>(); R];
         let mut x_scales = [std::ptr::null::<f32>(); R];
@@ -100,15 +102,29 @@ unsafe fn run<
                 }
             }
             for step in 0..STEPS {
-                let weights = if NIBBLE {
+                let weights = if BITS == 8 {
+                    _mm512_loadu_si512(wq.add(step * 64) as *const __m512i)
+                } else {
                     let x = _mm512_loadu_si512(wq.add((step / 2) * 64) as *const __m512i);
-                    if step % 2 == 0 {
+                    let low_bits = if step % 2 == 0 {
                         _mm512_and_si512(x, low)
                     } else {
                         _mm512_and_si512(_mm512_srli_epi16(x, 4), low)
+                    };
+                    if BITS == 6 {
+                        // This step's 2 high bits, moved to bits 4 and 5 of each byte.
+                        let plane = wq.add(GROUP * BLOCK / 2 + (step / 4) * 64);
+                        let h = _mm512_loadu_si512(plane as *const __m512i);
+                        let h = match step % 4 {
+                            0 => _mm512_slli_epi16(h, 4),
+                            1 => _mm512_slli_epi16(h, 2),
+                            2 => h,
+                            _ => _mm512_srli_epi16(h, 2),
+                        };
+                        _mm512_or_si512(low_bits, _mm512_and_si512(h, high))
+                    } else {
+                        low_bits
                     }
-                } else {
-                    _mm512_loadu_si512(wq.add(step * 64) as *const __m512i)
                 };
                 let k = (step * SUBS / STEPS) * per_sub + step % per_sub;
                 for r in 0..R {
