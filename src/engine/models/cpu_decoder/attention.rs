@@ -1,4 +1,4 @@
-//! One sequence's keys and values (per layer, position-major, growable and truncatable
+//! One sequence's keys and values (per layer and KV head, growable and truncatable
 //! for prompt-prefix reuse) and causal attention for one query row over them. A row
 //! attends to exactly its own prefix in a fixed order, so it gives the same result in a
 //! prefill chunk, in a decode step or beside other sequences in a batch.
@@ -20,7 +20,7 @@ struct LayerCache {
     /// query's scores over a tile are contiguous multiply-adds, and a pass over the
     /// positions reads each head's keys as one stream.
     keys: Vec<f32>,
-    /// `capacity × kv_heads · head_dim`, position-major.
+    /// Per KV head, `capacity × head_dim`, position-major: each head's values one stream.
     values: Vec<f32>,
 }
 
@@ -67,17 +67,19 @@ impl SequenceCache {
             .max(FIRST_CAPACITY)
             .max(self.capacity * 2)
             .next_power_of_two();
-        let width = self.kv_heads * self.head_dim;
         let (old_head, new_head) = (self.head_floats(self.capacity), self.head_floats(capacity));
-        let used = self.tiles_used(self.len);
+        let (used, held) = (self.tiles_used(self.len), self.len * self.head_dim);
         for layer in &mut self.layers {
             let mut keys = vec![0.0f32; self.kv_heads * new_head];
+            let mut values = vec![0.0f32; self.kv_heads * new_head];
             for head in 0..self.kv_heads {
                 keys[head * new_head..head * new_head + used]
                     .copy_from_slice(&layer.keys[head * old_head..head * old_head + used]);
+                values[head * new_head..head * new_head + held]
+                    .copy_from_slice(&layer.values[head * old_head..head * old_head + held]);
             }
             layer.keys = keys;
-            layer.values.resize(width * capacity, 0.0);
+            layer.values = values;
         }
         self.capacity = capacity;
     }
@@ -98,19 +100,19 @@ impl SequenceCache {
         let len = len.min(other.len);
         self.len = 0;
         self.reserve(len);
-        let width = self.kv_heads * self.head_dim;
         let (from_head, to_head) = (
             other.head_floats(other.capacity),
             self.head_floats(self.capacity),
         );
         // Whole tiles: positions past `len` are rewritten before anyone reads them.
-        let used = self.tiles_used(len);
+        let (used, held) = (self.tiles_used(len), len * self.head_dim);
         for (to, from) in self.layers.iter_mut().zip(&other.layers) {
             for head in 0..self.kv_heads {
                 to.keys[head * to_head..head * to_head + used]
                     .copy_from_slice(&from.keys[head * from_head..head * from_head + used]);
+                to.values[head * to_head..head * to_head + held]
+                    .copy_from_slice(&from.values[head * from_head..head * from_head + held]);
             }
-            to.values[..len * width].copy_from_slice(&from.values[..len * width]);
         }
         self.len = len;
     }
@@ -131,7 +133,12 @@ impl SequenceCache {
                 }
             }
         }
-        cache.values[len * width..len * width + values.len()].copy_from_slice(values);
+        for (i, row) in values.chunks_exact(width).enumerate() {
+            for (head, dims) in row.chunks_exact(head_dim).enumerate() {
+                let at = head * head_floats + (len + i) * head_dim;
+                cache.values[at..at + head_dim].copy_from_slice(dims);
+            }
+        }
     }
 
     /// Counts `rows` new positions once every layer has them written.
@@ -181,8 +188,8 @@ impl SequenceCache {
             *s = exp((*s - max) * scale);
         }
         let inverse = 1.0 / sum(scores);
-        let width = self.kv_heads * head_dim;
-        let values = &cache.values[kv_head * head_dim..];
+        let width = head_dim;
+        let values = &cache.values[kv_head * self.head_floats(self.capacity)..];
         match head_dim {
             64 => weighted_sum::<64>(scores, inverse, values, width, out),
             128 => weighted_sum::<128>(scores, inverse, values, width, out),
