@@ -200,6 +200,67 @@ impl Matmul {
         }
         self.pool.run(&job).map_err(|_| QuantError::Worker)
     }
+
+    /// `forward` of several layers that read the same input (a block's query, key and
+    /// value projections): the input is quantized once and the layers' blocks are shared
+    /// over the threads in one job, not one job each. Each output gets the bits `forward`
+    /// gives it.
+    pub fn forward_shared<const N: usize>(
+        &mut self,
+        ws: [&Linear; N],
+        x: &[f32],
+        rows: usize,
+        outs: [&mut Vec<f32>; N],
+    ) -> Result<(), QuantError> {
+        let k = ws[0].cols();
+        let packed: Vec<&PackedMatrix> = ws
+            .iter()
+            .filter_map(|w| match w {
+                Linear::Quantized(m) if m.cols == k => Some(m),
+                _ => None,
+            })
+            .collect();
+        if packed.len() != N || x.len() != rows * k {
+            for (w, out) in ws.into_iter().zip(outs) {
+                self.forward(w, x, rows, out)?;
+            }
+            return Ok(());
+        }
+        self.scratch
+            .quantize_with(Some(&self.pool), x, rows, k, packed[0].groups);
+        let mut outputs = Vec::with_capacity(N);
+        for (m, out) in packed.iter().zip(outs) {
+            // Every kernel writes every output: old contents may stay.
+            out.resize(rows * m.rows, 0.0);
+            outputs.push(kernels::Output {
+                ptr: out.as_mut_ptr(),
+                stride: m.rows,
+            });
+        }
+        let total: usize = packed.iter().map(|m| m.blocks).sum();
+        let (isa, scratch) = (self.isa, &self.scratch);
+        let job = |share: usize, shares: usize| {
+            let mine = pool::share_range(total, share, shares);
+            let mut first = 0;
+            for (m, &output) in packed.iter().zip(&outputs) {
+                let end = first + m.blocks;
+                let blocks =
+                    mine.start.clamp(first, end) - first..mine.end.clamp(first, end) - first;
+                if !blocks.is_empty() {
+                    // SAFETY: each output holds rows × m.rows floats and each share writes
+                    // the columns of its own blocks; `isa` came from `Isa::available()`.
+                    unsafe { kernels::matmul_blocks(isa, m, scratch, blocks, output) };
+                }
+                first += m.blocks;
+            }
+        };
+        let work: usize = packed.iter().map(|m| rows * m.rows * k).sum();
+        if work < PARALLEL_MIN_WORK {
+            job(0, 1);
+            return Ok(());
+        }
+        self.pool.run(&job).map_err(|_| QuantError::Worker)
+    }
 }
 
 impl Linear {

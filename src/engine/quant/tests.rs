@@ -281,3 +281,58 @@ fn blocked_products_match_f64_and_give_the_same_bits_on_every_kernel() {
             .all(|(a, b)| a.to_bits() == b.to_bits()));
     }
 }
+
+#[test]
+fn shared_input_products_give_each_layers_own_bits() {
+    let mut rng = StdRng::seed_from_u64(23);
+    let k = 256;
+    let layers: Vec<Linear> = [
+        (48, GgmlDType::Q4K),
+        (20, GgmlDType::Q6K),
+        (33, GgmlDType::Q8_0),
+    ]
+    .into_iter()
+    .map(|(n, dtype)| {
+        Linear::from_qtensor(&quantized(&random(&mut rng, n * k), n, k, dtype)).unwrap()
+    })
+    .collect();
+    let dense =
+        Linear::from_qtensor(&quantized(&random(&mut rng, 9 * k), 9, k, GgmlDType::F16)).unwrap();
+    for rows in [1, 6] {
+        let x = random(&mut rng, rows * k);
+        for isa in Isa::available() {
+            let mut matmul = Matmul::with_isa(2, isa);
+            let alone: Vec<Vec<f32>> = layers
+                .iter()
+                .chain([&dense])
+                .map(|w| {
+                    let mut out = Vec::new();
+                    matmul.forward(w, &x, rows, &mut out).unwrap();
+                    out
+                })
+                .collect();
+            let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
+            matmul
+                .forward_shared(
+                    [&layers[0], &layers[1], &layers[2]],
+                    &x,
+                    rows,
+                    [&mut a, &mut b, &mut c],
+                )
+                .unwrap();
+            let mut d = Vec::new();
+            // A dense layer among them falls back to one product each.
+            matmul
+                .forward_shared([&layers[0], &dense], &x, rows, [&mut a, &mut d])
+                .unwrap();
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            for (got, want) in [&a, &b, &c, &d].into_iter().zip([0, 1, 2, 3]) {
+                assert_eq!(
+                    bits(got),
+                    bits(&alone[want]),
+                    "{isa:?} rows {rows} layer {want}"
+                );
+            }
+        }
+    }
+}

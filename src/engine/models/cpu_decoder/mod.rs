@@ -275,13 +275,12 @@ impl CpuDecoder {
             ops::rms_norm(row, &layer.attention_norm, eps);
         }
         matmul
-            .forward(&layer.q, &b.normed, rows, &mut b.q)
-            .map_err(failed)?;
-        matmul
-            .forward(&layer.k, &b.normed, rows, &mut b.k)
-            .map_err(failed)?;
-        matmul
-            .forward(&layer.v, &b.normed, rows, &mut b.v)
+            .forward_shared(
+                [&layer.q, &layer.k, &layer.v],
+                &b.normed,
+                rows,
+                [&mut b.q, &mut b.k, &mut b.v],
+            )
             .map_err(failed)?;
         for (buffer, bias) in [
             (&mut b.q, &layer.q_bias),
@@ -375,10 +374,12 @@ impl CpuDecoder {
             ops::rms_norm(row, &layer.ffn_norm, eps);
         }
         matmul
-            .forward(&layer.gate, &b.normed, rows, &mut b.gate)
-            .map_err(failed)?;
-        matmul
-            .forward(&layer.up, &b.normed, rows, &mut b.up)
+            .forward_shared(
+                [&layer.gate, &layer.up],
+                &b.normed,
+                rows,
+                [&mut b.gate, &mut b.up],
+            )
             .map_err(failed)?;
         ops::silu_mul(&mut b.gate, &b.up);
         matmul
