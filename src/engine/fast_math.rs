@@ -2,9 +2,10 @@
 //! exponential attention and SiLU use, and the error-function GELU of BERT encoders; and
 //! `wide`, which compiles such loops for AVX-512 where the CPU has it.
 
-/// Runs `f` compiled for AVX-512 when the CPU has it, else for the build's baseline. For
-/// loops that vectorize lane by lane (no reassociated float sums): they give the same bits
-/// at either width, in fewer instructions at 512 bits (conversions and byte packing most).
+/// Runs `f` compiled with AVX-512's instructions when the CPU has it, else for the build's
+/// baseline. For loops that vectorize lane by lane (no reassociated float sums): they give
+/// the same bits either way, in fewer instructions with AVX-512 (conversions, byte packing
+/// and masked tails most), though LLVM may keep 256-bit vectors.
 #[inline(always)]
 pub fn wide<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]

@@ -212,7 +212,9 @@ impl Matmul {
         rows: usize,
         outs: [&mut Vec<f32>; N],
     ) -> Result<(), QuantError> {
-        let k = ws[0].cols();
+        let Some(k) = ws.first().map(|w| w.cols()) else {
+            return Ok(());
+        };
         let packed: Vec<&PackedMatrix> = ws
             .iter()
             .filter_map(|w| match w {

@@ -337,25 +337,27 @@ impl CpuDecoder {
         let units = rows * heads / per_unit;
         let job = |share: usize, shares: usize| {
             let mut scores = Vec::new();
+            let (mut queries, mut targets) = (Vec::new(), Vec::new());
             wide(|| {
                 // Interleaved, not contiguous: later rows attend to longer prefixes.
                 for unit in (share..units).step_by(shares) {
-                    for flat in unit * per_unit..(unit + 1) * per_unit {
-                        let (row, head) = (flat / heads, flat % heads);
-                        let cache = &slots[row_slot[row]];
-                        let query = &q[row * q_width + head * head_dim..][..head_dim];
+                    let (row, first) = ((unit * per_unit) / heads, (unit * per_unit) % heads);
+                    queries.clear();
+                    targets.clear();
+                    for head in first..first + per_unit {
+                        let at = row * q_width + head * head_dim;
+                        queries.push(&q[at..at + head_dim]);
                         // SAFETY: (row, head) owns these head_dim floats of `attended`.
-                        let target =
-                            unsafe { out.slice(row * q_width + head * head_dim, head_dim) };
-                        cache.attend(
-                            index,
-                            query,
-                            row_position[row],
-                            head / group,
-                            &mut scores,
-                            target,
-                        );
+                        targets.push(unsafe { out.slice(at, head_dim) });
                     }
+                    slots[row_slot[row]].attend_group(
+                        index,
+                        &queries,
+                        row_position[row],
+                        first / group,
+                        &mut scores,
+                        &mut targets,
+                    );
                 }
             })
         };

@@ -199,7 +199,6 @@ unsafe fn step_weights<const BITS: u32>(wq: *const u8, step: usize) -> [__m256i;
         }
         let (low, high) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(0x30));
         let base = wq.add((step / 2) * 64) as *const __m256i;
-        let plane = wq.add(GROUP * BLOCK / 2 + (step / 4) * 64) as *const __m256i;
         let mut weights = [_mm256_loadu_si256(base), _mm256_loadu_si256(base.add(1))];
         for (l, v) in weights.iter_mut().enumerate() {
             *v = if step % 2 == 0 {
@@ -209,6 +208,7 @@ unsafe fn step_weights<const BITS: u32>(wq: *const u8, step: usize) -> [__m256i;
             };
             if BITS == 6 {
                 // This step's 2 high bits, moved to bits 4 and 5 of each byte.
+                let plane = wq.add(GROUP * BLOCK / 2 + (step / 4) * 64) as *const __m256i;
                 let h = _mm256_loadu_si256(plane.add(l));
                 let h = match step % 4 {
                     0 => _mm256_slli_epi16(h, 4),

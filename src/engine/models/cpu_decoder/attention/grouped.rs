@@ -1,0 +1,167 @@
+//! Attention of several query heads that share one KV head, on AVX-512: one pass over the
+//! keys and one over the values serve up to four queries at once, where one query at a
+//! time reads them again for each. Each query's sums take the steps `SequenceCache::attend`
+//! takes, in the same order and with the same fused multiply-adds, so the bits are the
+//! same.
+
+use std::arch::x86_64::*;
+
+use super::{softmax, SequenceCache, TILE};
+
+/// Queries whose scores share one pass over the keys (16 registers of sums).
+const QUERIES: usize = 4;
+
+/// # Safety
+/// AVX-512 F must be available; `head_dim` must be 64 or 128, every query `head_dim`
+/// floats and every output as long.
+#[target_feature(enable = "avx512f")]
+pub unsafe fn attend(
+    cache: &SequenceCache,
+    layer: usize,
+    queries: &[&[f32]],
+    position: usize,
+    kv_head: usize,
+    scores: &mut Vec<f32>,
+    outs: &mut [&mut [f32]],
+) {
+    unsafe {
+        let head_dim = cache.head_dim;
+        let scale = 1.0 / (head_dim as f32).sqrt();
+        let seen = position + 1;
+        let tiles = seen.div_ceil(TILE);
+        let span = tiles * TILE;
+        let head = kv_head * cache.head_floats(cache.capacity);
+        let lc = &cache.layers[layer];
+        let (keys, values) = (lc.keys[head..].as_ptr(), lc.values[head..].as_ptr());
+        let mut start = 0;
+        while start < queries.len() {
+            let group = (queries.len() - start).min(QUERIES);
+            let qs = &queries[start..start + group];
+            scores.clear();
+            scores.resize(group * span, 0.0);
+            let s = scores.as_mut_ptr();
+            match group {
+                4 => score::<4>(qs, keys, head_dim, tiles, s),
+                3 => score::<3>(qs, keys, head_dim, tiles, s),
+                2 => score::<2>(qs, keys, head_dim, tiles, s),
+                _ => score::<1>(qs, keys, head_dim, tiles, s),
+            }
+            let mut inverses = [0.0f32; QUERIES];
+            for (q, inverse) in inverses.iter_mut().enumerate().take(group) {
+                *inverse = softmax(&mut scores[q * span..q * span + seen], scale);
+            }
+            // Four queries' sums of 64 values, or two of 128, stay in registers.
+            let per = if head_dim == 64 { 4 } else { 2 };
+            let mut first = 0;
+            while first < group {
+                let n = (group - first).min(per);
+                let w = scores.as_ptr().add(first * span);
+                let inv = &inverses[first..first + n];
+                let out = &mut outs[start + first..start + first + n];
+                match (head_dim, n) {
+                    (64, 4) => weigh::<4, 4>(w, span, inv, values, seen, out),
+                    (64, 3) => weigh::<4, 3>(w, span, inv, values, seen, out),
+                    (64, 2) => weigh::<4, 2>(w, span, inv, values, seen, out),
+                    (64, _) => weigh::<4, 1>(w, span, inv, values, seen, out),
+                    (_, 2) => weigh::<8, 2>(w, span, inv, values, seen, out),
+                    _ => weigh::<8, 1>(w, span, inv, values, seen, out),
+                }
+                first += n;
+            }
+            start += group;
+        }
+    }
+}
+
+/// Scores of `G` queries over `tiles` key tiles into `scores` (`G` rows, `tiles · 16`
+/// apart).
+#[inline(always)]
+unsafe fn score<const G: usize>(
+    qs: &[&[f32]],
+    keys: *const f32,
+    head_dim: usize,
+    tiles: usize,
+    scores: *mut f32,
+) {
+    unsafe {
+        let mut tile = 0;
+        while tile + 4 <= tiles {
+            tile_block::<G, 4>(qs, keys, head_dim, tile, tiles * TILE, scores);
+            tile += 4;
+        }
+        while tile < tiles {
+            tile_block::<G, 1>(qs, keys, head_dim, tile, tiles * TILE, scores);
+            tile += 1;
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn tile_block<const G: usize, const N: usize>(
+    qs: &[&[f32]],
+    keys: *const f32,
+    head_dim: usize,
+    tile: usize,
+    span: usize,
+    scores: *mut f32,
+) {
+    unsafe {
+        let base = keys.add(tile * TILE * head_dim);
+        let mut q = [std::ptr::null::<f32>(); G];
+        for g in 0..G {
+            q[g] = qs[g].as_ptr();
+        }
+        let mut acc = [[_mm512_setzero_ps(); N]; G];
+        for d in 0..head_dim {
+            let mut k = [_mm512_setzero_ps(); N];
+            for t in 0..N {
+                k[t] = _mm512_loadu_ps(base.add((t * head_dim + d) * TILE));
+            }
+            for g in 0..G {
+                let qd = _mm512_set1_ps(*q[g].add(d));
+                for t in 0..N {
+                    acc[g][t] = _mm512_fmadd_ps(qd, k[t], acc[g][t]);
+                }
+            }
+        }
+        for g in 0..G {
+            for t in 0..N {
+                _mm512_storeu_ps(scores.add(g * span + (tile + t) * TILE), acc[g][t]);
+            }
+        }
+    }
+}
+
+/// `outs[g] = Σ_p weights[g][p] · inverses[g] · values[p]` over `seen` positions, for
+/// heads of `16 · V` values.
+#[inline(always)]
+unsafe fn weigh<const V: usize, const G: usize>(
+    weights: *const f32,
+    span: usize,
+    inverses: &[f32],
+    values: *const f32,
+    seen: usize,
+    outs: &mut [&mut [f32]],
+) {
+    unsafe {
+        let mut acc = [[_mm512_setzero_ps(); V]; G];
+        for p in 0..seen {
+            let row = values.add(p * 16 * V);
+            let mut v = [_mm512_setzero_ps(); V];
+            for i in 0..V {
+                v[i] = _mm512_loadu_ps(row.add(16 * i));
+            }
+            for g in 0..G {
+                let weight = _mm512_set1_ps(*weights.add(g * span + p) * inverses[g]);
+                for i in 0..V {
+                    acc[g][i] = _mm512_fmadd_ps(weight, v[i], acc[g][i]);
+                }
+            }
+        }
+        for g in 0..G {
+            for i in 0..V {
+                _mm512_storeu_ps(outs[g].as_mut_ptr().add(16 * i), acc[g][i]);
+            }
+        }
+    }
+}
