@@ -15,7 +15,8 @@ pub struct QuantizedRows {
     pub groups: usize,
     /// `rows · groups · 32` bytes.
     pub q: Vec<i8>,
-    /// The same bytes plus 128, as unsigned bytes: what `vpdpbusd` takes.
+    /// The same bytes plus 128, as unsigned bytes: what `vpdpbusd` takes against signed
+    /// weights (the blocked GEMM). Filled only when asked for.
     pub unsigned: Vec<u8>,
     /// `rows · groups` scales.
     pub scales: Vec<f32>,
@@ -26,8 +27,9 @@ pub struct QuantizedRows {
 }
 
 impl QuantizedRows {
-    /// Quantizes `rows` rows of `cols` values (`x.len() == rows · cols`), reusing buffers;
-    /// rows are shared among the pool's threads when there are many.
+    /// Quantizes `rows` rows of `cols` values (`x.len() == rows · cols`), reusing buffers,
+    /// and fills `unsigned` too if `unsigned`; rows are shared among the pool's threads
+    /// when there are many.
     pub fn quantize_with(
         &mut self,
         pool: Option<&ThreadPool>,
@@ -35,19 +37,21 @@ impl QuantizedRows {
         rows: usize,
         cols: usize,
         groups: usize,
+        unsigned: bool,
     ) {
         debug_assert_eq!(x.len(), rows * cols);
         self.rows = rows;
         self.groups = groups;
         // Every byte is rewritten below (padding groups too), so old contents may stay.
         self.q.resize(rows * groups * GROUP, 0);
-        self.unsigned.resize(rows * groups * GROUP, 128);
+        self.unsigned
+            .resize(if unsigned { rows * groups * GROUP } else { 0 }, 128);
         self.scales.resize(rows * groups, 0.0);
         self.sums.resize(rows * groups, 0.0);
         self.half_sums.resize(rows * groups * 2, 0);
         let width = groups * GROUP;
         let q = SharedRows::new(&mut self.q);
-        let unsigned = SharedRows::new(&mut self.unsigned);
+        let offset = SharedRows::new(&mut self.unsigned);
         let scales = SharedRows::new(&mut self.scales);
         let sums = SharedRows::new(&mut self.sums);
         let half_sums = SharedRows::new(&mut self.half_sums);
@@ -59,7 +63,7 @@ impl QuantizedRows {
                         quantize_row(
                             &x[row * cols..(row + 1) * cols],
                             q.slice(row * width, width),
-                            unsigned.slice(row * width, width),
+                            unsigned.then(|| offset.slice(row * width, width)),
                             scales.slice(row * groups, groups),
                             sums.slice(row * groups, groups),
                             half_sums.slice(row * groups * 2, groups * 2),
@@ -107,7 +111,7 @@ const PARALLEL_MIN_VALUES: usize = 16 * 1024;
 fn quantize_row(
     values: &[f32],
     q: &mut [i8],
-    unsigned: &mut [u8],
+    mut unsigned: Option<&mut [u8]>,
     scales: &mut [f32],
     sums: &mut [f32],
     half_sums: &mut [i32],
@@ -115,9 +119,11 @@ fn quantize_row(
     // Groups past the values (padding) quantize an empty slice: zeros.
     let groups = q
         .chunks_exact_mut(GROUP)
-        .zip(unsigned.chunks_exact_mut(GROUP))
         .zip(values.chunks(GROUP).chain(std::iter::repeat(&[][..])));
-    for (g, ((q, unsigned), values)) in groups.enumerate() {
+    for (g, (q, values)) in groups.enumerate() {
+        let unsigned = unsigned
+            .as_deref_mut()
+            .map(|u| &mut u[g * GROUP..(g + 1) * GROUP]);
         let (scale, halves) = quantize_group(values, q, unsigned);
         scales[g] = scale;
         sums[g] = scale * (halves[0] + halves[1]) as f32;
@@ -126,11 +132,11 @@ fn quantize_row(
 }
 
 /// Symmetric 8-bit quantization of up to 32 values into 32 bytes (zero-padded), signed
-/// and offset by 128; returns the scale and Σ q over each half. Written as fixed-width
+/// and, if asked, offset by 128; returns the scale and Σ q over each half. Written as fixed-width
 /// loops so each compiles to a few vector instructions.
 #[inline(always)]
-fn quantize_group(values: &[f32], q: &mut [i8], unsigned: &mut [u8]) -> (f32, [i32; 2]) {
-    let (q, unsigned) = (&mut q[..GROUP], &mut unsigned[..GROUP]);
+fn quantize_group(values: &[f32], q: &mut [i8], unsigned: Option<&mut [u8]>) -> (f32, [i32; 2]) {
+    let q = &mut q[..GROUP];
     let mut padded = [0.0f32; GROUP];
     let values: &[f32; GROUP] = match values.try_into() {
         Ok(whole) => whole,
@@ -148,7 +154,9 @@ fn quantize_group(values: &[f32], q: &mut [i8], unsigned: &mut [u8]) -> (f32, [i
     let max = lanes.iter().fold(0.0f32, |m, &v| m.max(v));
     if max == 0.0 || !max.is_finite() {
         q.fill(0);
-        unsigned.fill(128);
+        if let Some(unsigned) = unsigned {
+            unsigned.fill(128);
+        }
         return (0.0, [0, 0]);
     }
     let scale = max / 127.0;
@@ -164,8 +172,10 @@ fn quantize_group(values: &[f32], q: &mut [i8], unsigned: &mut [u8]) -> (f32, [i
     for (q, &i) in q.iter_mut().zip(&ints) {
         *q = i as i8;
     }
-    for (u, &i) in unsigned.iter_mut().zip(&ints) {
-        *u = (i + 128) as u8;
+    if let Some(unsigned) = unsigned {
+        for (u, &i) in unsigned.iter_mut().zip(&ints) {
+            *u = (i + 128) as u8;
+        }
     }
     let half = |part: &[i32]| part.iter().sum::<i32>();
     (scale, [half(&ints[..GROUP / 2]), half(&ints[GROUP / 2..])])

@@ -109,6 +109,15 @@ impl Output {
     }
 }
 
+/// The store mask of a block of 16 outputs whose first `valid` are real rows.
+pub fn lane_mask(valid: usize) -> u16 {
+    if valid >= 16 {
+        u16::MAX
+    } else {
+        (1u16 << valid) - 1
+    }
+}
+
 /// Computes `out[r][j] = Σ_k a[r][k] · w[j][k]` for every activation row and every output
 /// `j` in the blocks `blocks`.
 ///

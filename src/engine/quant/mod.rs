@@ -108,14 +108,6 @@ impl Linear {
             Self::Dense(m) => m.values.len() * 4,
         }
     }
-
-    fn groups(&self) -> Option<usize> {
-        match self {
-            Self::Quantized(m) => Some(m.groups),
-            Self::Blocked(m) => Some(m.groups),
-            Self::Dense(_) => None,
-        }
-    }
 }
 
 /// Runs products of a model's layers: the kernel chosen for this CPU, the thread pool and
@@ -155,6 +147,9 @@ impl Matmul {
         rows: usize,
         out: &mut Vec<f32>,
     ) -> Result<(), QuantError> {
+        if matches!(w, Linear::Quantized(_)) {
+            return self.forward_shared([w], x, rows, [out]);
+        }
         let (n, k) = (w.rows(), w.cols());
         if x.len() != rows * k {
             return Err(QuantError::Shape(format!(
@@ -164,9 +159,9 @@ impl Matmul {
         }
         // Every kernel writes every output: old contents may stay.
         out.resize(rows * n, 0.0);
-        if let Some(groups) = w.groups() {
+        if let Linear::Blocked(m) = w {
             self.scratch
-                .quantize_with(Some(&self.pool), x, rows, k, groups);
+                .quantize_with(Some(&self.pool), x, rows, k, m.groups, true);
         }
         let output = kernels::Output {
             ptr: out.as_mut_ptr(),
@@ -175,14 +170,11 @@ impl Matmul {
         let (isa, scratch) = (self.isa, &self.scratch);
         let job = |share: usize, shares: usize| {
             match w {
+                // `forward_shared` runs these.
+                Linear::Quantized(_) => {}
                 // SAFETY: `out` holds rows × n floats and each share writes the columns of
-                // its own blocks; `isa` came from `Isa::available()`.
-                Linear::Quantized(m) => unsafe {
-                    let blocks = pool::share_range(m.blocks, share, shares);
-                    kernels::matmul_blocks(isa, m, scratch, blocks, output)
-                },
-                // SAFETY: as above, each share writing the columns of its own blocks (taken
-                // in pairs, the kernel's tile width).
+                // its own blocks (taken in pairs, the kernel's tile width); `isa` came from
+                // `Isa::available()`.
                 Linear::Blocked(m) => unsafe {
                     let pairs = pool::share_range(m.blocks.div_ceil(2), share, shares);
                     let blocks = 2 * pairs.start..(2 * pairs.end).min(m.blocks);
@@ -203,8 +195,8 @@ impl Matmul {
 
     /// `forward` of several layers that read the same input (a block's query, key and
     /// value projections): the input is quantized once and the layers' blocks are shared
-    /// over the threads in one job, not one job each. Each output gets the bits `forward`
-    /// gives it.
+    /// over the threads in one job, not one job each. `forward` runs a single quantized
+    /// layer through it; layers of another kind fall back to one `forward` each.
     pub fn forward_shared<const N: usize>(
         &mut self,
         ws: [&Linear; N],
@@ -215,36 +207,42 @@ impl Matmul {
         let Some(k) = ws.first().map(|w| w.cols()) else {
             return Ok(());
         };
-        let packed: Vec<&PackedMatrix> = ws
-            .iter()
-            .filter_map(|w| match w {
-                Linear::Quantized(m) if m.cols == k => Some(m),
-                _ => None,
-            })
-            .collect();
-        if packed.len() != N || x.len() != rows * k {
+        let packed = ws.map(|w| match w {
+            Linear::Quantized(m) if m.cols == k => Some(m),
+            _ => None,
+        });
+        if packed.iter().any(Option::is_none) {
             for (w, out) in ws.into_iter().zip(outs) {
                 self.forward(w, x, rows, out)?;
             }
             return Ok(());
         }
-        self.scratch
-            .quantize_with(Some(&self.pool), x, rows, k, packed[0].groups);
-        let mut outputs = Vec::with_capacity(N);
-        for (m, out) in packed.iter().zip(outs) {
-            // Every kernel writes every output: old contents may stay.
-            out.resize(rows * m.rows, 0.0);
-            outputs.push(kernels::Output {
-                ptr: out.as_mut_ptr(),
-                stride: m.rows,
-            });
+        if x.len() != rows * k {
+            return Err(QuantError::Shape(format!(
+                "input of {} values is not {rows} rows of {k}",
+                x.len()
+            )));
         }
-        let total: usize = packed.iter().map(|m| m.blocks).sum();
+        let packed = packed.iter().flatten();
+        let groups = packed.clone().next().map_or(0, |m| m.groups);
+        self.scratch
+            .quantize_with(Some(&self.pool), x, rows, k, groups, false);
+        let mut outs = outs;
+        let outputs: [kernels::Output; N] = std::array::from_fn(|i| {
+            let n = ws[i].rows();
+            // Every kernel writes every output: old contents may stay.
+            outs[i].resize(rows * n, 0.0);
+            kernels::Output {
+                ptr: outs[i].as_mut_ptr(),
+                stride: n,
+            }
+        });
+        let total: usize = packed.clone().map(|m| m.blocks).sum();
         let (isa, scratch) = (self.isa, &self.scratch);
         let job = |share: usize, shares: usize| {
             let mine = pool::share_range(total, share, shares);
             let mut first = 0;
-            for (m, &output) in packed.iter().zip(&outputs) {
+            for (m, &output) in packed.clone().zip(&outputs) {
                 let end = first + m.blocks;
                 let blocks =
                     mine.start.clamp(first, end) - first..mine.end.clamp(first, end) - first;
@@ -256,7 +254,7 @@ impl Matmul {
                 first += m.blocks;
             }
         };
-        let work: usize = packed.iter().map(|m| rows * m.rows * k).sum();
+        let work: usize = packed.clone().map(|m| rows * m.rows * k).sum();
         if work < PARALLEL_MIN_WORK {
             job(0, 1);
             return Ok(());

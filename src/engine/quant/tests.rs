@@ -234,7 +234,7 @@ fn blocked_products_match_f64_and_give_the_same_bits_on_every_kernel() {
         // f64 over the dequantized weights and the 8-bit activations the kernels see.
         let mut wf = vec![0.0f32; k];
         let mut scratch = QuantizedRows::default();
-        scratch.quantize_with(None, &x, rows, k, k.div_ceil(32));
+        scratch.quantize_with(None, &x, rows, k, k.div_ceil(32), true);
         let mut expected = vec![0.0f64; rows * n];
         for j in 0..n {
             w.row(j, &mut wf);

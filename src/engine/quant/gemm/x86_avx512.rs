@@ -11,7 +11,7 @@ use super::{TILE_BLOCKS, TILE_ROWS};
 use crate::engine::quant::activations::QuantizedRows;
 use crate::engine::quant::blocked::{BlockedMatrix, BLOCK, BLOCK_GROUP_BYTES};
 use crate::engine::quant::formats::GROUP;
-use crate::engine::quant::kernels::Output;
+use crate::engine::quant::kernels::{lane_mask, Output};
 
 /// # Safety
 /// AVX-512 F and VNNI must be available; see `gemm::matmul_blocks` for `out`.
@@ -106,12 +106,7 @@ unsafe fn tile<const NB: usize, const MR: usize>(
         }
         for b in 0..NB {
             let first = (block + b) * BLOCK;
-            let valid = w.rows.saturating_sub(first).min(BLOCK);
-            let mask: __mmask16 = if valid == BLOCK {
-                0xFFFF
-            } else {
-                (1u16 << valid) - 1
-            };
+            let mask = lane_mask(w.rows.saturating_sub(first));
             for r in 0..MR {
                 let dst = out.ptr.add((row + r) * out.stride + first);
                 _mm512_mask_storeu_ps(dst, mask, totals[b][r]);

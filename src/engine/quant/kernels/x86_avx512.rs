@@ -8,7 +8,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{Output, Variant, ROW_TILE};
+use super::{lane_mask, Output, Variant, ROW_TILE};
 use crate::engine::quant::activations::QuantizedRows;
 use crate::engine::quant::formats::GROUP;
 use crate::engine::quant::packed::{PackedMatrix, BLOCK, STEPS};
@@ -170,12 +170,7 @@ unsafe fn run<
             }
         }
         let first = block * BLOCK;
-        let valid = (w.rows - first).min(BLOCK);
-        let mask: __mmask16 = if valid == BLOCK {
-            0xFFFF
-        } else {
-            (1u16 << valid) - 1
-        };
+        let mask = lane_mask(w.rows - first);
         for r in 0..R {
             let dst = out.ptr.add((row + r) * out.stride + first);
             _mm512_mask_storeu_ps(dst, mask, totals[r]);
