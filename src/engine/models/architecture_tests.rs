@@ -120,13 +120,27 @@ fn check(arch: &str) {
     let expected = reference_logits(&path, arch, &tokens);
     let candle_decoder = Decoder::load(GgufFile::open(&path).unwrap(), &Device::Cpu, 256).unwrap();
     let cpu_decoder = CpuDecoder::load(GgufFile::open(&path).unwrap(), 256, 2).unwrap();
-    let models: [Box<dyn CausalLm>; 2] = [Box::new(candle_decoder), Box::new(cpu_decoder)];
-    for (name, ours) in ["candle decoder", "cpu decoder"].into_iter().zip(models) {
-        compare(arch, name, ours, &tokens, &expected);
+    // Both run these float weights in float, as the reference does. The CPU decoder's
+    // cache holds keys and values in f16 (2⁻¹¹ relative rounding), which moves logits
+    // spread about ±2.5 here by up to ~0.01; a wiring mistake (a rotary layout, a bias, a
+    // norm) moves them by about their spread.
+    let models: [(&str, Box<dyn CausalLm>, f32); 2] = [
+        ("candle decoder", Box::new(candle_decoder), 1e-3),
+        ("cpu decoder", Box::new(cpu_decoder), 5e-2),
+    ];
+    for (name, ours, tolerance) in models {
+        compare(arch, name, ours, &tokens, &expected, tolerance);
     }
 }
 
-fn compare(arch: &str, name: &str, mut ours: Box<dyn CausalLm>, tokens: &[u32], expected: &[f32]) {
+fn compare(
+    arch: &str,
+    name: &str,
+    mut ours: Box<dyn CausalLm>,
+    tokens: &[u32],
+    expected: &[f32],
+    tolerance: f32,
+) {
     // Prefill in two chunks, then one decode step: exercises the cache and reuse path.
     ours.forward(&tokens[..25], 0).unwrap();
     ours.forward(&tokens[25..39], 25).unwrap();
@@ -142,7 +156,7 @@ fn compare(arch: &str, name: &str, mut ours: Box<dyn CausalLm>, tokens: &[u32], 
         .map(|(a, b)| (a - b).abs())
         .fold(0.0f32, f32::max);
     assert!(
-        max_diff < 1e-3,
+        max_diff < tolerance,
         "{arch} ({name}): max logit difference {max_diff}"
     );
 }

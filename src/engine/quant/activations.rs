@@ -5,7 +5,7 @@
 //! on which other rows share the batch.
 
 use super::formats::GROUP;
-use super::pool::{share_range, SharedRows, ThreadPool};
+use super::pool::{SharedRows, ThreadPool};
 use crate::engine::fast_math::wide;
 
 #[derive(Default)]
@@ -55,9 +55,9 @@ impl QuantizedRows {
         let scales = SharedRows::new(&mut self.scales);
         let sums = SharedRows::new(&mut self.sums);
         let half_sums = SharedRows::new(&mut self.half_sums);
-        let job = |share: usize, shares: usize| {
+        let job = |mine: std::ops::Range<usize>| {
             wide(|| {
-                for row in share_range(rows, share, shares) {
+                for row in mine {
                     // SAFETY: each share takes its own rows of every buffer.
                     unsafe {
                         quantize_row(
@@ -74,12 +74,12 @@ impl QuantizedRows {
         };
         match pool {
             Some(pool) if rows >= 2 * pool.threads() && rows * cols >= PARALLEL_MIN_VALUES => {
-                if pool.run(&job).is_err() {
-                    // A panicking share left rows unwritten: redo them all here.
-                    job(0, 1);
+                if pool.run_units(rows, pool.chunk(rows, 4), &job).is_err() {
+                    // A panicking chunk left rows unwritten: redo them all here.
+                    job(0..rows);
                 }
             }
-            _ => job(0, 1),
+            _ => job(0..rows),
         }
     }
 

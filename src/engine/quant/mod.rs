@@ -40,6 +40,9 @@ pub enum QuantError {
 
 /// Multiply-accumulates under which a product runs on the calling thread alone.
 const PARALLEL_MIN_WORK: usize = 64 * 1024;
+/// Chunks of a product's output blocks per thread: enough for a held-up thread's share
+/// to move to the others, few enough that claiming them costs nothing measurable.
+const CHUNKS_PER_THREAD: usize = 8;
 
 /// A linear layer `y = x · Wᵀ` with `rows` outputs and `cols` inputs.
 pub enum Linear {
@@ -168,29 +171,32 @@ impl Matmul {
             stride: n,
         };
         let (isa, scratch) = (self.isa, &self.scratch);
-        let job = |share: usize, shares: usize| {
+        // Units: pairs of blocks (the blocked kernel's tile width), or output columns.
+        let units = match w {
+            Linear::Blocked(m) => m.blocks.div_ceil(2),
+            _ => n,
+        };
+        let job = |mine: std::ops::Range<usize>| {
             match w {
                 // `forward_shared` runs these.
                 Linear::Quantized(_) => {}
-                // SAFETY: `out` holds rows × n floats and each share writes the columns of
-                // its own blocks (taken in pairs, the kernel's tile width); `isa` came from
-                // `Isa::available()`.
+                // SAFETY: `out` holds rows × n floats and each chunk writes the columns of
+                // its own blocks; `isa` came from `Isa::available()`.
                 Linear::Blocked(m) => unsafe {
-                    let pairs = pool::share_range(m.blocks.div_ceil(2), share, shares);
-                    let blocks = 2 * pairs.start..(2 * pairs.end).min(m.blocks);
+                    let blocks = 2 * mine.start..(2 * mine.end).min(m.blocks);
                     gemm::matmul_blocks(isa, m, scratch, blocks, output)
                 },
-                Linear::Dense(m) => {
-                    let cols = pool::share_range(n, share, shares);
-                    m.matmul_columns(x, rows, cols, output)
-                }
+                Linear::Dense(m) => m.matmul_columns(x, rows, mine, output),
             }
         };
         if rows * n * k < PARALLEL_MIN_WORK {
-            job(0, 1);
+            job(0..units);
             return Ok(());
         }
-        self.pool.run(&job).map_err(|_| QuantError::Worker)
+        let chunk = self.pool.chunk(units, CHUNKS_PER_THREAD);
+        self.pool
+            .run_units(units, chunk, &job)
+            .map_err(|_| QuantError::Worker)
     }
 
     /// `forward` of several layers that read the same input (a block's query, key and
@@ -239,15 +245,14 @@ impl Matmul {
         });
         let total: usize = packed.clone().map(|m| m.blocks).sum();
         let (isa, scratch) = (self.isa, &self.scratch);
-        let job = |share: usize, shares: usize| {
-            let mine = pool::share_range(total, share, shares);
+        let job = |mine: std::ops::Range<usize>| {
             let mut first = 0;
             for (m, &output) in packed.clone().zip(&outputs) {
                 let end = first + m.blocks;
                 let blocks =
                     mine.start.clamp(first, end) - first..mine.end.clamp(first, end) - first;
                 if !blocks.is_empty() {
-                    // SAFETY: each output holds rows × m.rows floats and each share writes
+                    // SAFETY: each output holds rows × m.rows floats and each chunk writes
                     // the columns of its own blocks; `isa` came from `Isa::available()`.
                     unsafe { kernels::matmul_blocks(isa, m, scratch, blocks, output) };
                 }
@@ -256,10 +261,13 @@ impl Matmul {
         };
         let work: usize = packed.clone().map(|m| rows * m.rows * k).sum();
         if work < PARALLEL_MIN_WORK {
-            job(0, 1);
+            job(0..total);
             return Ok(());
         }
-        self.pool.run(&job).map_err(|_| QuantError::Worker)
+        let chunk = self.pool.chunk(total, CHUNKS_PER_THREAD);
+        self.pool
+            .run_units(total, chunk, &job)
+            .map_err(|_| QuantError::Worker)
     }
 }
 

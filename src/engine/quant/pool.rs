@@ -3,6 +3,9 @@
 //! (the next matmul of a token follows within microseconds), then park until woken, so an
 //! idle model costs no CPU. Jobs are borrowed closures; `run` returns only when every
 //! share has finished, which is what makes lending them to other threads sound.
+//! `run_units` hands out a job's units in chunks to whichever thread asks next, so a
+//! thread the system holds up (the machine is shared) leaves its work to the others
+//! instead of making them wait.
 
 use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -121,6 +124,50 @@ impl ThreadPool {
             return Err(JobPanicked);
         }
         Ok(())
+    }
+}
+
+impl ThreadPool {
+    /// Runs `job` over `0..units` in chunks of `chunk` units, each claimed by the next
+    /// free thread; returns when all are done. Which thread runs a unit must not change
+    /// what the unit computes.
+    pub fn run_units(
+        &self,
+        units: usize,
+        chunk: usize,
+        job: &(dyn Fn(std::ops::Range<usize>) + Sync),
+    ) -> Result<(), JobPanicked> {
+        self.run_units_with(units, chunk, &|_: &mut (), range| job(range))
+    }
+
+    /// `run_units` where each thread keeps scratch `S` across the chunks it claims.
+    pub fn run_units_with<S: Default>(
+        &self,
+        units: usize,
+        chunk: usize,
+        job: &(dyn Fn(&mut S, std::ops::Range<usize>) + Sync),
+    ) -> Result<(), JobPanicked> {
+        let chunk = chunk.max(1);
+        if self.threads() == 1 || units <= chunk {
+            return catch_unwind(AssertUnwindSafe(|| job(&mut S::default(), 0..units)))
+                .map_err(|_| JobPanicked);
+        }
+        let next = AtomicUsize::new(0);
+        self.run(&|_, _| {
+            let mut scratch = S::default();
+            loop {
+                let start = next.fetch_add(chunk, Ordering::Relaxed);
+                if start >= units {
+                    break;
+                }
+                job(&mut scratch, start..(start + chunk).min(units));
+            }
+        })
+    }
+
+    /// A chunk size giving each thread about `per_thread` chunks of `units`.
+    pub fn chunk(&self, units: usize, per_thread: usize) -> usize {
+        units.div_ceil(self.threads() * per_thread.max(1)).max(1)
     }
 }
 
@@ -255,6 +302,27 @@ mod tests {
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }
         }
+    }
+
+    #[test]
+    fn claimed_units_run_once_each_even_when_a_thread_is_held_up() {
+        let pool = ThreadPool::new(2);
+        for (units, chunk) in [(0, 1), (1, 4), (7, 2), (500, 3), (64, 64)] {
+            let hits: Vec<AtomicU64> = (0..units).map(|_| AtomicU64::new(0)).collect();
+            pool.run_units(units, chunk, &|range| {
+                if range.start == 0 {
+                    // The thread holding the first chunk stalls; the other takes the rest.
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+                for unit in range {
+                    hits[unit].fetch_add(1, Ordering::SeqCst);
+                }
+            })
+            .unwrap();
+            assert!(hits.iter().all(|h| h.load(Ordering::SeqCst) == 1));
+        }
+        assert_eq!(pool.chunk(60, 4), 8);
+        assert_eq!(pool.chunk(0, 4), 1);
     }
 
     #[test]

@@ -2,9 +2,17 @@
 //! for prompt-prefix reuse) and causal attention for one query row over them. A row
 //! attends to exactly its own prefix in a fixed order, so it gives the same result in a
 //! prefill chunk, in a decode step or beside other sequences in a batch.
+//!
+//! Keys and values are held as f16, as llama.cpp holds them by default: a decode step of a
+//! batch reads every sequence's whole cache, so this halves what it reads from memory (and
+//! what a long context holds). Widening an f16 to f32 is exact, so every path reads the
+//! same numbers and gives the same bits.
 
 #[cfg(target_arch = "x86_64")]
 mod grouped;
+
+use half::f16;
+use half::slice::HalfFloatSliceExt;
 
 use crate::engine::fast_math::exp;
 
@@ -22,8 +30,17 @@ struct LayerCache {
     /// Per KV head, tiles of `TILE` positions, each `head_dim × TILE` (dimension-major): a
     /// query's scores over a tile are contiguous multiply-adds, and a pass over the
     /// positions reads each head's keys as one stream.
-    keys: Vec<f32>,
+    keys: Vec<f16>,
     /// Per KV head, `capacity × head_dim`, position-major: each head's values one stream.
+    values: Vec<f16>,
+}
+
+/// Scratch of one attention thread: scores, and a head's keys and values widened to f32
+/// where no kernel reads f16 directly.
+#[derive(Default)]
+pub struct Scratch {
+    scores: Vec<f32>,
+    keys: Vec<f32>,
     values: Vec<f32>,
 }
 
@@ -73,8 +90,8 @@ impl SequenceCache {
         let (old_head, new_head) = (self.head_floats(self.capacity), self.head_floats(capacity));
         let (used, held) = (self.tiles_used(self.len), self.len * self.head_dim);
         for layer in &mut self.layers {
-            let mut keys = vec![0.0f32; self.kv_heads * new_head];
-            let mut values = vec![0.0f32; self.kv_heads * new_head];
+            let mut keys = vec![f16::ZERO; self.kv_heads * new_head];
+            let mut values = vec![f16::ZERO; self.kv_heads * new_head];
             for head in 0..self.kv_heads {
                 keys[head * new_head..head * new_head + used]
                     .copy_from_slice(&layer.keys[head * old_head..head * old_head + used]);
@@ -121,12 +138,17 @@ impl SequenceCache {
     }
 
     /// Writes one layer's keys and values for positions `len..len + rows` (`rows ×
-    /// kv_width` each); `reserve` must have made room.
-    pub fn write(&mut self, layer: usize, keys: &[f32], values: &[f32]) {
+    /// kv_width` each), rounded to f16 (to nearest, ties to even, on every CPU); `reserve`
+    /// must have made room. `rounded` is scratch for the keys before they are spread over
+    /// the tiles.
+    pub fn write(&mut self, layer: usize, keys: &[f32], values: &[f32], rounded: &mut Vec<f16>) {
         let (head_dim, width) = (self.head_dim, self.kv_heads * self.head_dim);
         let (len, head_floats) = (self.len, self.head_floats(self.capacity));
         let cache = &mut self.layers[layer];
-        for (i, row) in keys.chunks_exact(width).enumerate() {
+        rounded.clear();
+        rounded.resize(keys.len(), f16::ZERO);
+        rounded.convert_from_f32_slice(keys);
+        for (i, row) in rounded.chunks_exact(width).enumerate() {
             let position = len + i;
             let tile = (position / TILE) * TILE * head_dim + position % TILE;
             for (head, dims) in row.chunks_exact(head_dim).enumerate() {
@@ -139,9 +161,28 @@ impl SequenceCache {
         for (i, row) in values.chunks_exact(width).enumerate() {
             for (head, dims) in row.chunks_exact(head_dim).enumerate() {
                 let at = head * head_floats + (len + i) * head_dim;
-                cache.values[at..at + head_dim].copy_from_slice(dims);
+                cache.values[at..at + head_dim].convert_from_f32_slice(dims);
             }
         }
+    }
+
+    /// KV head `kv_head`'s keys (whole tiles) and values for the first `seen` positions
+    /// of `layer`, widened to f32 into `keys` and `values`.
+    fn widen(
+        &self,
+        layer: usize,
+        kv_head: usize,
+        seen: usize,
+        keys: &mut Vec<f32>,
+        values: &mut Vec<f32>,
+    ) {
+        let cache = &self.layers[layer];
+        let head = kv_head * self.head_floats(self.capacity);
+        let (tiles, held) = (self.tiles_used(seen), seen * self.head_dim);
+        keys.resize(tiles, 0.0);
+        cache.keys[head..head + tiles].convert_to_f32_slice(keys);
+        values.resize(held, 0.0);
+        cache.values[head..head + held].convert_to_f32_slice(values);
     }
 
     /// Counts `rows` new positions once every layer has them written.
@@ -150,81 +191,120 @@ impl SequenceCache {
     }
 
     /// Attention of one query head at absolute position `position` over positions
-    /// `0..=position`, its KV head being `kv_head`. Writes `head_dim` floats to `out`;
-    /// `scores` is scratch. Inlined, so callers may compile it for wider vectors.
-    #[inline(always)]
+    /// `0..=position`, its KV head being `kv_head`. Writes `head_dim` floats to `out`: the
+    /// one-query path that `attend_group` must match.
+    #[cfg(test)]
     pub fn attend(
         &self,
         layer: usize,
         query: &[f32],
         position: usize,
         kv_head: usize,
-        scores: &mut Vec<f32>,
+        scratch: &mut Scratch,
         out: &mut [f32],
     ) {
-        let cache = &self.layers[layer];
-        let head_dim = self.head_dim;
-        let scale = 1.0 / (head_dim as f32).sqrt();
-        let seen = position + 1;
-        scores.clear();
-        let keys = &cache.keys[kv_head * self.head_floats(self.capacity)..];
-        // Up to four tiles at a time, each position's sum over the head's dimensions in
-        // order: the same operations for a position whatever the tiles beside it.
-        let tiles = seen.div_ceil(TILE);
-        scores.resize(tiles * TILE, 0.0);
-        let mut tile = 0;
-        while tile < tiles {
-            let at_once = (tiles - tile).min(TILES_AT_ONCE);
-            let block = &keys[tile * TILE * head_dim..][..at_once * TILE * head_dim];
-            let out = &mut scores[tile * TILE..(tile + at_once) * TILE];
-            match at_once {
-                4 => score_tiles::<4>(query, block, out),
-                3 => score_tiles::<3>(query, block, out),
-                2 => score_tiles::<2>(query, block, out),
-                _ => score_tiles::<1>(query, block, out),
-            }
-            tile += at_once;
-        }
-        scores.truncate(seen);
-        let inverse = softmax(scores, scale);
-        let width = head_dim;
-        let values = &cache.values[kv_head * self.head_floats(self.capacity)..];
-        match head_dim {
-            64 => weighted_sum::<64>(scores, inverse, values, width, out),
-            128 => weighted_sum::<128>(scores, inverse, values, width, out),
-            _ => {
-                out.fill(0.0);
-                for (p, &weight) in scores.iter().enumerate() {
-                    let v = &values[p * width..][..head_dim];
-                    let weight = weight * inverse;
-                    for (o, &x) in out.iter_mut().zip(v) {
-                        *o = weight.mul_add(x, *o);
-                    }
-                }
-            }
-        }
+        self.attend_each(layer, &[query], position, kv_head, scratch, &mut [out]);
     }
 
     /// Attention of the query heads `queries`, all of KV head `kv_head`, at `position`:
     /// `outs[i]` gets exactly what `attend` writes for `queries[i]`. With AVX-512 the keys
-    /// and values are read once for up to four of them.
+    /// and values are read once for up to four of them; elsewhere they are widened once.
     pub fn attend_group(
         &self,
         layer: usize,
         queries: &[&[f32]],
         position: usize,
         kv_head: usize,
-        scores: &mut Vec<f32>,
+        scratch: &mut Scratch,
         outs: &mut [&mut [f32]],
     ) {
         #[cfg(target_arch = "x86_64")]
         if matches!(self.head_dim, 64 | 128) && std::arch::is_x86_feature_detected!("avx512f") {
             // SAFETY: AVX-512 F was detected and the head size is one the kernel takes.
-            unsafe { grouped::attend(self, layer, queries, position, kv_head, scores, outs) };
+            unsafe {
+                grouped::attend(
+                    self,
+                    layer,
+                    queries,
+                    position,
+                    kv_head,
+                    &mut scratch.scores,
+                    outs,
+                )
+            };
             return;
         }
+        self.attend_each(layer, queries, position, kv_head, scratch, outs);
+    }
+
+    /// The portable path: the KV head's keys and values widened once, then each query.
+    fn attend_each(
+        &self,
+        layer: usize,
+        queries: &[&[f32]],
+        position: usize,
+        kv_head: usize,
+        scratch: &mut Scratch,
+        outs: &mut [&mut [f32]],
+    ) {
+        let Scratch {
+            scores,
+            keys,
+            values,
+        } = scratch;
+        self.widen(layer, kv_head, position + 1, keys, values);
         for (query, out) in queries.iter().zip(outs.iter_mut()) {
-            self.attend(layer, query, position, kv_head, scores, out);
+            attend_widened(query, position, keys, values, scores, out);
+        }
+    }
+}
+
+/// `attend` over one KV head's keys (tiled) and values widened to f32.
+#[inline(always)]
+fn attend_widened(
+    query: &[f32],
+    position: usize,
+    keys: &[f32],
+    values: &[f32],
+    scores: &mut Vec<f32>,
+    out: &mut [f32],
+) {
+    let head_dim = query.len();
+    let scale = 1.0 / (head_dim as f32).sqrt();
+    let seen = position + 1;
+    scores.clear();
+    // Up to four tiles at a time, each position's sum over the head's dimensions in
+    // order: the same operations for a position whatever the tiles beside it.
+    let tiles = seen.div_ceil(TILE);
+    scores.resize(tiles * TILE, 0.0);
+    let mut tile = 0;
+    while tile < tiles {
+        let at_once = (tiles - tile).min(TILES_AT_ONCE);
+        let block = &keys[tile * TILE * head_dim..][..at_once * TILE * head_dim];
+        let out = &mut scores[tile * TILE..(tile + at_once) * TILE];
+        match at_once {
+            4 => score_tiles::<4>(query, block, out),
+            3 => score_tiles::<3>(query, block, out),
+            2 => score_tiles::<2>(query, block, out),
+            _ => score_tiles::<1>(query, block, out),
+        }
+        tile += at_once;
+    }
+    scores.truncate(seen);
+    let inverse = softmax(scores, scale);
+    let width = head_dim;
+    match head_dim {
+        64 => weighted_sum::<64>(scores, inverse, values, width, out),
+        128 => weighted_sum::<128>(scores, inverse, values, width, out),
+        _ => {
+            out.fill(0.0);
+            for (p, &weight) in scores.iter().enumerate() {
+                let v = &values[p * width..][..head_dim];
+                let weight = weight * inverse;
+                for (o, &x) in out.iter_mut().zip(v) {
+                    *o = weight.mul_add(x, *o);
+                }
+            }
         }
     }
 }
@@ -300,6 +380,28 @@ mod tests {
 
     use super::*;
 
+    /// The cache holds each value rounded to the nearest f16: attention over a single
+    /// position returns that value exactly, on either path.
+    #[test]
+    fn the_cache_holds_values_rounded_to_f16() {
+        let (kv_heads, head_dim) = (1, 64);
+        let mut cache = SequenceCache::new(1, kv_heads, head_dim);
+        cache.reserve(1);
+        let values: Vec<f32> = (0..head_dim).map(|i| 0.1 + i as f32 * 1.0e-3).collect();
+        cache.write(0, &vec![0.5; head_dim], &values, &mut Vec::new());
+        cache.advance(1);
+        let query = vec![1.0f32; head_dim];
+        let mut scratch = Scratch::default();
+        let mut alone = vec![0.0f32; head_dim];
+        cache.attend(0, &query, 0, 0, &mut scratch, &mut alone);
+        let mut grouped = vec![0.0f32; head_dim];
+        cache.attend_group(0, &[&query], 0, 0, &mut scratch, &mut [&mut grouped]);
+        let rounded: Vec<f32> = values.iter().map(|&v| f16::from_f32(v).to_f32()).collect();
+        assert_eq!(alone, rounded);
+        assert_eq!(grouped, rounded);
+        assert_ne!(rounded, values, "these values are not all f16 numbers");
+    }
+
     /// The grouped path (AVX-512 where this CPU has it) gives every query the bits the
     /// one-query path gives it, for both head sizes it takes, group sizes past four, and
     /// positions that end inside a tile.
@@ -316,7 +418,7 @@ mod tests {
                     (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect()
                 };
                 let (keys, values) = (random(len * width), random(len * width));
-                cache.write(layer, &keys, &values);
+                cache.write(layer, &keys, &values, &mut Vec::new());
             }
             cache.advance(len);
             for position in [0, 15, 16, 70, len - 1] {
@@ -332,11 +434,11 @@ mod tests {
                     let mut grouped = vec![vec![0.0f32; head_dim]; group];
                     let mut outs: Vec<&mut [f32]> =
                         grouped.iter_mut().map(|o| o.as_mut_slice()).collect();
-                    let mut scores = Vec::new();
-                    cache.attend_group(1, &refs, position, kv_head, &mut scores, &mut outs);
+                    let mut scratch = Scratch::default();
+                    cache.attend_group(1, &refs, position, kv_head, &mut scratch, &mut outs);
                     for (query, got) in queries.iter().zip(&grouped) {
                         let mut alone = vec![0.0f32; head_dim];
-                        cache.attend(1, query, position, kv_head, &mut scores, &mut alone);
+                        cache.attend(1, query, position, kv_head, &mut scratch, &mut alone);
                         let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
                         assert_eq!(bits(got), bits(&alone), "d {head_dim} position {position}");
                     }

@@ -12,7 +12,7 @@ mod tests;
 
 use candle_core::{Device, Tensor};
 
-use self::attention::SequenceCache;
+use self::attention::{Scratch, SequenceCache};
 use super::hyper::{read_hyper, Hyper};
 use super::CausalLm;
 use crate::engine::error::{EngineError, Result};
@@ -73,6 +73,8 @@ struct Buffers {
     up: Vec<f32>,
     last: Vec<f32>,
     logits: Vec<f32>,
+    /// Keys rounded to f16 on their way into a cache.
+    rounded: Vec<half::f16>,
 }
 
 impl CpuDecoder {
@@ -319,6 +321,7 @@ impl CpuDecoder {
                 index,
                 &b.k[start * kv_width..end * kv_width],
                 &b.v[start * kv_width..end * kv_width],
+                &mut b.rounded,
             );
             start = end;
         }
@@ -335,12 +338,11 @@ impl CpuDecoder {
             1
         };
         let units = rows * heads / per_unit;
-        let job = |share: usize, shares: usize| {
-            let mut scores = Vec::new();
-            let (mut queries, mut targets) = (Vec::new(), Vec::new());
+        let job = |scratch: &mut Scratch, mine: std::ops::Range<usize>| {
+            let mut queries = Vec::with_capacity(per_unit);
+            let mut targets = Vec::with_capacity(per_unit);
             wide(|| {
-                // Interleaved, not contiguous: later rows attend to longer prefixes.
-                for unit in (share..units).step_by(shares) {
+                for unit in mine {
                     let (row, first) = ((unit * per_unit) / heads, (unit * per_unit) % heads);
                     queries.clear();
                     targets.clear();
@@ -355,15 +357,16 @@ impl CpuDecoder {
                         &queries,
                         row_position[row],
                         first / group,
-                        &mut scores,
+                        scratch,
                         &mut targets,
                     );
                 }
             })
         };
-        matmul
-            .pool()
-            .run(&job)
+        // Small chunks, claimed as threads come free: later rows of a prompt attend to
+        // longer prefixes, and a held-up thread's units move to the other.
+        let pool = matmul.pool();
+        pool.run_units_with(units, pool.chunk(units, 16), &job)
             .map_err(|_| EngineError::Inference("an attention thread failed".into()))?;
         matmul
             .forward(&layer.o, &b.attended, rows, &mut b.projected)

@@ -2,9 +2,12 @@
 //! keys and one over the values serve up to four queries at once, where one query at a
 //! time reads them again for each. Each query's sums take the steps `SequenceCache::attend`
 //! takes, in the same order and with the same fused multiply-adds, so the bits are the
-//! same.
+//! same. Keys and values are widened from f16 as they are loaded (exact, as the other
+//! path's widening is).
 
 use std::arch::x86_64::*;
+
+use half::f16;
 
 use super::{softmax, SequenceCache, TILE};
 
@@ -12,8 +15,8 @@ use super::{softmax, SequenceCache, TILE};
 const QUERIES: usize = 4;
 
 /// # Safety
-/// AVX-512 F must be available; `head_dim` must be 64 or 128, every query `head_dim`
-/// floats and every output as long.
+/// AVX-512 F must be available (it has the f16 conversions used here); `head_dim` must
+/// be 64 or 128, every query `head_dim` floats and every output as long.
 #[target_feature(enable = "avx512f")]
 pub unsafe fn attend(
     cache: &SequenceCache,
@@ -78,7 +81,7 @@ pub unsafe fn attend(
 #[inline(always)]
 unsafe fn score<const G: usize>(
     qs: &[&[f32]],
-    keys: *const f32,
+    keys: *const f16,
     head_dim: usize,
     tiles: usize,
     scores: *mut f32,
@@ -99,7 +102,7 @@ unsafe fn score<const G: usize>(
 #[inline(always)]
 unsafe fn tile_block<const G: usize, const N: usize>(
     qs: &[&[f32]],
-    keys: *const f32,
+    keys: *const f16,
     head_dim: usize,
     tile: usize,
     span: usize,
@@ -115,7 +118,7 @@ unsafe fn tile_block<const G: usize, const N: usize>(
         for d in 0..head_dim {
             let mut k = [_mm512_setzero_ps(); N];
             for t in 0..N {
-                k[t] = _mm512_loadu_ps(base.add((t * head_dim + d) * TILE));
+                k[t] = widen(base.add((t * head_dim + d) * TILE));
             }
             for g in 0..G {
                 let qd = _mm512_set1_ps(*q[g].add(d));
@@ -139,7 +142,7 @@ unsafe fn weigh<const V: usize, const G: usize>(
     weights: *const f32,
     span: usize,
     inverses: &[f32],
-    values: *const f32,
+    values: *const f16,
     seen: usize,
     outs: &mut [&mut [f32]],
 ) {
@@ -149,7 +152,7 @@ unsafe fn weigh<const V: usize, const G: usize>(
             let row = values.add(p * 16 * V);
             let mut v = [_mm512_setzero_ps(); V];
             for i in 0..V {
-                v[i] = _mm512_loadu_ps(row.add(16 * i));
+                v[i] = widen(row.add(16 * i));
             }
             for g in 0..G {
                 let weight = _mm512_set1_ps(*weights.add(g * span + p) * inverses[g]);
@@ -164,4 +167,10 @@ unsafe fn weigh<const V: usize, const G: usize>(
             }
         }
     }
+}
+
+/// Sixteen f16 values from `at`, widened to f32.
+#[inline(always)]
+unsafe fn widen(at: *const f16) -> __m512 {
+    unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(at.cast())) }
 }
