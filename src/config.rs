@@ -214,6 +214,7 @@ impl ServeConfig {
             max_tokens_cap: quotas.max_output_tokens.min(engine.max_context),
             max_embedding_inputs: MAX_EMBEDDING_INPUTS,
             max_v1_requests_per_user: quotas.max_v1_requests_per_user,
+            heartbeat: DEFAULT_HEARTBEAT,
         };
         Ok(Self {
             addr,
@@ -224,6 +225,9 @@ impl ServeConfig {
         })
     }
 }
+
+/// Heartbeat interval of a run's idle event stream unless the server sets another.
+pub const DEFAULT_HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The largest --max-batch: each running request holds its own KV cache.
 const MAX_BATCH: usize = 64;

@@ -66,6 +66,10 @@ pub struct ServeArgs {
     /// Mark cookies `Secure` (set this when users reach Warden over HTTPS via a proxy).
     #[arg(long, env = "WARDEN_SECURE_COOKIES")]
     secure_cookies: bool,
+    /// Seconds a run's event stream may stay silent before it carries a `: keep-alive`
+    /// comment (set it below the idle timeout of any proxy in front of Warden).
+    #[arg(long, env = "WARDEN_SSE_HEARTBEAT_SECONDS", default_value_t = crate::config::DEFAULT_HEARTBEAT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=300))]
+    sse_heartbeat_seconds: u64,
     /// URL users reach Warden at (`https://warden.example.org`); repeat or separate with
     /// commas for several. Requests naming another host are refused (IP addresses and
     /// `localhost` always work), so a rebinding web page cannot drive the server.
@@ -170,7 +174,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             secure_cookies: args.secure_cookies,
         },
         login_limiter: Arc::new(LoginLimiter::default()),
-        limits: config.http,
+        limits: crate::http::HttpLimits {
+            heartbeat: Duration::from_secs(args.sse_heartbeat_seconds),
+            ..config.http
+        },
         v1_slots: Arc::new(UserSlots::new(config.http.max_v1_requests_per_user)),
         alerts,
         network,

@@ -69,6 +69,7 @@ fn fixture() -> Fixture {
             max_tokens_cap: 256,
             max_embedding_inputs: 4,
             max_v1_requests_per_user: 4,
+            heartbeat: crate::config::DEFAULT_HEARTBEAT,
         },
         alerts: Default::default(),
         network: Default::default(),

@@ -102,6 +102,7 @@ impl Fixture {
                 max_tokens_cap: 256,
                 max_embedding_inputs: 4,
                 max_v1_requests_per_user: 4,
+                heartbeat: crate::config::DEFAULT_HEARTBEAT,
             },
             alerts,
             network: Default::default(),

@@ -108,6 +108,8 @@ pub struct HttpLimits {
     pub max_embedding_inputs: usize,
     /// Most `/v1` requests one user may have in progress at once.
     pub max_v1_requests_per_user: usize,
+    /// How long a run's event stream stays silent before a heartbeat comment.
+    pub heartbeat: std::time::Duration,
 }
 
 /// The whole HTTP API. Tests can drive it with `tower::ServiceExt::oneshot`, no socket.

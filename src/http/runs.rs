@@ -13,7 +13,6 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use futures_util::Stream;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -28,8 +27,6 @@ use crate::store::{AuditOutcome, Event, Run, Runs, Store};
 
 /// Events read from the store per page.
 const EVENTS_PER_PAGE: u32 = 256;
-/// Heartbeat comment interval on an idle stream.
-const HEARTBEAT: Duration = Duration::from_secs(10);
 /// How long a follower waits for a signal before looking at the store anyway.
 const RECHECK: Duration = Duration::from_secs(5);
 
@@ -109,13 +106,14 @@ async fn events(
             .await
             .map(|event| (Ok::<_, Infallible>(event), follower))
     });
-    Ok(sse(stream))
-}
-
-fn sse(stream: impl Stream<Item = Result<SseEvent, Infallible>> + Send + 'static) -> Response {
-    Sse::new(stream)
-        .keep_alive(KeepAlive::new().interval(HEARTBEAT).text("keep-alive"))
-        .into_response()
+    // A heartbeat comment on an idle stream, so proxies keep it open.
+    Ok(Sse::new(stream)
+        .keep_alive(
+            KeepAlive::new()
+                .interval(state.limits.heartbeat)
+                .text("keep-alive"),
+        )
+        .into_response())
 }
 
 /// Where to resume: `Last-Event-ID` (what a reconnecting EventSource sends) wins over

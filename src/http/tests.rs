@@ -19,6 +19,7 @@ const LIMITS: HttpLimits = HttpLimits {
     max_tokens_cap: 256,
     max_embedding_inputs: 4,
     max_v1_requests_per_user: 4,
+    heartbeat: crate::config::DEFAULT_HEARTBEAT,
 };
 
 /// One engine for all tests: loading sets process-wide thread settings.

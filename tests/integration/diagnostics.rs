@@ -150,7 +150,14 @@ fn a_task_started_over_http_streams_its_nodes_and_stores_its_report() {
         data.path(),
         &token,
         crate::util::free_port(),
-        &["--diagnostics-source", &source, "--run-workers", "1"],
+        &[
+            "--diagnostics-source",
+            &source,
+            "--run-workers",
+            "1",
+            "--sse-heartbeat-seconds",
+            "1",
+        ],
     );
     let body = json!({"incident_id": "incident_orders"});
     let (status, refused) = post(&server, &viewer, "/api/diagnostics", &body);
@@ -178,10 +185,11 @@ fn a_task_started_over_http_streams_its_nodes_and_stores_its_report() {
         .expect("task")
         .to_owned();
     let run_id = started["run_id"].as_str().expect("run").to_owned();
-    // Two more tasks queue behind it on the one worker: the last one's stream is idle for
-    // a while and must carry heartbeats (every 10 s, within the 15 s a proxy may allow).
+    // More tasks queue behind it on the one worker: the last one's stream is idle while
+    // the four ahead of it run (about a second each here) and must carry a heartbeat
+    // (every second, as `--sse-heartbeat-seconds 1` sets; 10 s by default).
     let mut queued = String::new();
-    for _ in 0..2 {
+    for _ in 0..4 {
         let (status, more) = post(&server, &operator, "/api/diagnostics", &body);
         assert_eq!(status, 202, "{more}");
         queued = more["run_id"].as_str().expect("run").to_owned();
@@ -189,7 +197,7 @@ fn a_task_started_over_http_streams_its_nodes_and_stores_its_report() {
     let stream = server
         .get(&format!("/api/runs/{queued}/events"))
         .set("Authorization", &format!("Bearer {operator}"));
-    crate::runs::assert_heartbeat_within(stream, Duration::from_secs(15));
+    crate::runs::assert_heartbeat_within(stream, Duration::from_secs(5));
     let report = wait_for_report(&server, &operator, &task);
     assert_eq!(report["verdict"], "root_cause", "{report:#}");
     assert_eq!(report["mechanism"], "opposite_order_transaction_deadlock");

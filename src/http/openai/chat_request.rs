@@ -386,6 +386,7 @@ mod tests {
         max_tokens_cap: 512,
         max_embedding_inputs: 8,
         max_v1_requests_per_user: 4,
+        heartbeat: crate::config::DEFAULT_HEARTBEAT,
     };
 
     fn parse(body: Value) -> Result<ValidChatRequest, ApiError> {
