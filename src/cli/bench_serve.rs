@@ -30,6 +30,10 @@ pub struct ServeBenchArgs {
     /// Concurrent conversations.
     #[arg(long, default_value_t = 4)]
     concurrency: usize,
+    /// Conversations in all, at most `--concurrency` at a time (default: as many as
+    /// `--concurrency`), so that a low concurrency is measured over as many runs as a high one.
+    #[arg(long)]
+    conversations: Option<usize>,
     /// Messages each conversation sends, one after the other.
     #[arg(long, default_value_t = 2)]
     messages: usize,
@@ -63,6 +67,9 @@ struct Sample {
 pub fn run(args: ServeBenchArgs) -> anyhow::Result<ExitCode> {
     if args.concurrency == 0 || args.messages == 0 || args.users == 0 {
         anyhow::bail!("--concurrency, --messages and --users must be at least 1");
+    }
+    if args.conversations == Some(0) {
+        anyhow::bail!("--conversations must be at least 1");
     }
     if args.hog > 0 && args.hog >= args.users {
         anyhow::bail!("--hog must leave at least one normal user (--users > --hog)");
@@ -177,6 +184,8 @@ fn drive(server: &BenchServer, tokens: &[String], args: &ServeBenchArgs) -> anyh
     let rss_peak: Mutex<f64> = Mutex::new(rss_idle.unwrap_or(0.0));
     let samples: Mutex<Vec<Sample>> = Mutex::new(Vec::new());
     let errors: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let conversations = args.conversations.unwrap_or(args.concurrency);
+    let next = std::sync::atomic::AtomicUsize::new(0);
     let started = Instant::now();
     std::thread::scope(|scope| {
         scope.spawn(|| {
@@ -192,13 +201,19 @@ fn drive(server: &BenchServer, tokens: &[String], args: &ServeBenchArgs) -> anyh
                 std::thread::sleep(PROBE_INTERVAL);
             }
         });
+        // Each of `concurrency` clients takes the next conversation when its last one ends.
         let chats: Vec<_> = (0..args.concurrency)
-            .map(|index| {
-                let auth = &tokens[index % tokens.len()];
-                let (samples, errors) = (&samples, &errors);
-                scope.spawn(move || {
+            .map(|_| {
+                let (samples, errors, next) = (&samples, &errors, &next);
+                scope.spawn(move || loop {
+                    let index = next.fetch_add(1, Ordering::Relaxed);
+                    if index >= conversations {
+                        break;
+                    }
+                    let auth = &tokens[index % tokens.len()];
                     if let Err(err) = chat(server, auth, index, args.messages, samples) {
                         lock(errors).push(format!("{err:#}"));
+                        break;
                     }
                 })
             })
@@ -228,6 +243,7 @@ fn drive(server: &BenchServer, tokens: &[String], args: &ServeBenchArgs) -> anyh
     Ok(json!({
         "bench": "serve",
         "concurrency": args.concurrency,
+        "conversations": conversations,
         "max_batch": args.max_batch,
         "users": args.users,
         "messages_per_conversation": args.messages,
