@@ -58,7 +58,7 @@ impl QuantizedRows {
         let job = |mine: std::ops::Range<usize>| {
             wide(|| {
                 for row in mine {
-                    // SAFETY: each share takes its own rows of every buffer.
+                    // SAFETY: each chunk takes its own rows of every buffer.
                     unsafe {
                         quantize_row(
                             &x[row * cols..(row + 1) * cols],

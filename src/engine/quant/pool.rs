@@ -125,9 +125,7 @@ impl ThreadPool {
         }
         Ok(())
     }
-}
 
-impl ThreadPool {
     /// Runs `job` over `0..units` in chunks of `chunk` units, each claimed by the next
     /// free thread; returns when all are done. Which thread runs a unit must not change
     /// what the unit computes.
