@@ -55,12 +55,14 @@ impl QuantizedRows {
         let scales = SharedRows::new(&mut self.scales);
         let sums = SharedRows::new(&mut self.sums);
         let half_sums = SharedRows::new(&mut self.half_sums);
+        let simd = GroupQuantizer::detect();
         let job = |mine: std::ops::Range<usize>| {
             wide(|| {
                 for row in mine {
                     // SAFETY: each chunk takes its own rows of every buffer.
                     unsafe {
                         quantize_row(
+                            simd,
                             &x[row * cols..(row + 1) * cols],
                             q.slice(row * width, width),
                             unsigned.then(|| offset.slice(row * width, width)),
@@ -107,8 +109,31 @@ impl QuantizedRows {
 /// Values under which quantizing stays on the calling thread.
 const PARALLEL_MIN_VALUES: usize = 16 * 1024;
 
+/// How a group is quantized: with AVX-512's conversions where the CPU has them (the
+/// portable loops' narrowing to bytes compiles to one store per byte), else portably.
+/// Both give the same bytes, scales and sums.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum GroupQuantizer {
+    Portable,
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+}
+
+impl GroupQuantizer {
+    fn detect() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+        {
+            return Self::Avx512;
+        }
+        Self::Portable
+    }
+}
+
 #[inline(always)]
 fn quantize_row(
+    quantizer: GroupQuantizer,
     values: &[f32],
     q: &mut [i8],
     mut unsigned: Option<&mut [u8]>,
@@ -124,7 +149,12 @@ fn quantize_row(
         let unsigned = unsigned
             .as_deref_mut()
             .map(|u| &mut u[g * GROUP..(g + 1) * GROUP]);
-        let (scale, halves) = quantize_group(values, q, unsigned);
+        let (scale, halves) = match quantizer {
+            GroupQuantizer::Portable => quantize_group(values, q, unsigned),
+            // SAFETY: `detect` found AVX-512 F and BW.
+            #[cfg(target_arch = "x86_64")]
+            GroupQuantizer::Avx512 => unsafe { quantize_group_avx512(values, q, unsigned) },
+        };
         scales[g] = scale;
         sums[g] = scale * (halves[0] + halves[1]) as f32;
         half_sums[2 * g..2 * g + 2].copy_from_slice(&halves);
@@ -179,4 +209,126 @@ fn quantize_group(values: &[f32], q: &mut [i8], unsigned: Option<&mut [u8]>) -> 
     }
     let half = |part: &[i32]| part.iter().sum::<i32>();
     (scale, [half(&ints[..GROUP / 2]), half(&ints[GROUP / 2..])])
+}
+
+/// `quantize_group` with AVX-512: the same maximum (NaN ignored, as `f32::max` does), the
+/// same scale and reciprocal, the same rounding (to nearest, ties to even) and clamp
+/// (NaN to −127, as `max` then `min` give), and exact integer sums.
+///
+/// # Safety
+/// AVX-512 F and BW must be available.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn quantize_group_avx512(
+    values: &[f32],
+    q: &mut [i8],
+    unsigned: Option<&mut [u8]>,
+) -> (f32, [i32; 2]) {
+    use std::arch::x86_64::*;
+    let q = &mut q[..GROUP];
+    let n = values.len().min(GROUP);
+    let (low_n, high_n) = (n.min(16), n.saturating_sub(16));
+    let mask = |k: usize| if k >= 16 { u16::MAX } else { (1u16 << k) - 1 };
+    unsafe {
+        // Masked loads read only the values there are; the rest are zeros.
+        let lo = _mm512_maskz_loadu_ps(mask(low_n), values.as_ptr());
+        let hi = _mm512_maskz_loadu_ps(mask(high_n), values.as_ptr().add(low_n));
+        // `max_ps` returns its second operand when the first is NaN: the lanes stay.
+        let lanes = _mm512_max_ps(_mm512_abs_ps(lo), _mm512_setzero_ps());
+        let lanes = _mm512_max_ps(_mm512_abs_ps(hi), lanes);
+        let max = _mm512_reduce_max_ps(lanes);
+        if max == 0.0 || !max.is_finite() {
+            q.fill(0);
+            if let Some(unsigned) = unsigned {
+                unsigned[..GROUP].fill(128);
+            }
+            return (0.0, [0, 0]);
+        }
+        let scale = max / 127.0;
+        let inverse = _mm512_set1_ps(1.0 / scale);
+        let (floor, ceiling) = (_mm512_set1_ps(-127.0), _mm512_set1_ps(127.0));
+        let ints = |v: __m512| {
+            let r = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+                _mm512_mul_ps(v, inverse),
+            );
+            // A NaN becomes −127 here, as `.max(-127.0).min(127.0)` makes it.
+            _mm512_cvttps_epi32(_mm512_min_ps(_mm512_max_ps(r, floor), ceiling))
+        };
+        let (lo, hi) = (ints(lo), ints(hi));
+        let bytes = q.as_mut_ptr();
+        _mm_storeu_si128(bytes.cast(), _mm512_cvtepi32_epi8(lo));
+        _mm_storeu_si128(bytes.add(16).cast(), _mm512_cvtepi32_epi8(hi));
+        if let Some(unsigned) = unsigned {
+            let offset = _mm512_set1_epi32(128);
+            let out = unsigned[..GROUP].as_mut_ptr();
+            _mm_storeu_si128(
+                out.cast(),
+                _mm512_cvtepi32_epi8(_mm512_add_epi32(lo, offset)),
+            );
+            _mm_storeu_si128(
+                out.add(16).cast(),
+                _mm512_cvtepi32_epi8(_mm512_add_epi32(hi, offset)),
+            );
+        }
+        (
+            scale,
+            [_mm512_reduce_add_epi32(lo), _mm512_reduce_add_epi32(hi)],
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    use super::*;
+
+    /// Every quantizer this CPU runs gives the portable one's bytes, scales and sums: on
+    /// random groups, short (padded) ones, exact ties, zeros, NaNs and infinities.
+    #[test]
+    fn every_group_quantizer_gives_the_portable_bytes() {
+        let mut rng = StdRng::seed_from_u64(11);
+        let mut groups: Vec<Vec<f32>> = (0..200)
+            .map(|i| {
+                let n = if i % 5 == 0 {
+                    rng.random_range(1..GROUP)
+                } else {
+                    GROUP
+                };
+                let spread = 10f32.powi(rng.random_range(-4..4));
+                (0..n).map(|_| rng.random_range(-spread..spread)).collect()
+            })
+            .collect();
+        // 127 / 254 · k lands on exact halves: ties go to even.
+        groups.push((0..GROUP).map(|k| k as f32 * 0.5 - 8.0).collect());
+        groups.push(vec![0.0; GROUP]);
+        groups.push(vec![-0.0; 7]);
+        let mut with_nan: Vec<f32> = (0..GROUP).map(|k| k as f32).collect();
+        with_nan[3] = f32::NAN;
+        with_nan[20] = -f32::NAN;
+        groups.push(with_nan);
+        let mut with_inf = vec![1.0f32; GROUP];
+        with_inf[9] = f32::NEG_INFINITY;
+        groups.push(with_inf);
+        let quantizers = [GroupQuantizer::Portable, GroupQuantizer::detect()];
+        for values in &groups {
+            let results: Vec<_> = quantizers
+                .iter()
+                .map(|&quantizer| {
+                    let (mut q, mut u) = (vec![5i8; GROUP], vec![5u8; GROUP]);
+                    let (scale, halves) = match quantizer {
+                        GroupQuantizer::Portable => quantize_group(values, &mut q, Some(&mut u)),
+                        // SAFETY: `detect` chose it.
+                        #[cfg(target_arch = "x86_64")]
+                        GroupQuantizer::Avx512 => unsafe {
+                            quantize_group_avx512(values, &mut q, Some(&mut u))
+                        },
+                    };
+                    (q, u, scale.to_bits(), halves)
+                })
+                .collect();
+            assert_eq!(results[0], results[1], "{quantizers:?} on {values:?}");
+        }
+    }
 }

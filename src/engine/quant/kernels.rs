@@ -18,6 +18,9 @@ use super::packed::PackedMatrix;
 
 /// Activation rows a kernel processes against one block of weights at a time.
 pub const ROW_TILE: usize = 4;
+/// Rows the AVX-512 kernel takes at once where there are that many: 32 registers hold
+/// eight rows' sums, so each block's weights are unpacked once for eight rows.
+pub const WIDE_TILE: usize = 8;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Isa {
@@ -137,7 +140,10 @@ pub unsafe fn matmul_blocks(
     for block in blocks {
         let mut row = 0;
         while row < a.rows {
-            let tile = if a.rows - row >= ROW_TILE {
+            let left = a.rows - row;
+            let tile = if left >= WIDE_TILE && isa == Isa::Avx512Vnni {
+                WIDE_TILE
+            } else if left >= ROW_TILE {
                 ROW_TILE
             } else {
                 1

@@ -115,15 +115,17 @@ fn simd_kernels_give_the_portable_kernels_bits() {
         let (n, k) = (33, 512);
         let q = quantized(&random(&mut rng, n * k), n, k, dtype);
         let linear = Linear::from_qtensor(&q).unwrap();
-        let x = random(&mut rng, 5 * k);
+        // An eight-row tile, a four-row one and a single row.
+        let rows = 13;
+        let x = random(&mut rng, rows * k);
         let mut portable = Vec::new();
         Matmul::with_isa(1, Isa::Portable)
-            .forward(&linear, &x, 5, &mut portable)
+            .forward(&linear, &x, rows, &mut portable)
             .unwrap();
         for isa in Isa::available() {
             let mut out = Vec::new();
             Matmul::with_isa(1, isa)
-                .forward(&linear, &x, 5, &mut out)
+                .forward(&linear, &x, rows, &mut out)
                 .unwrap();
             for (i, (&a, &b)) in out.iter().zip(&portable).enumerate() {
                 // Same integers, the same float steps in the same order.
@@ -144,7 +146,7 @@ fn a_row_gives_the_same_bits_alone_in_a_batch_and_on_any_thread_count() {
         let (n, k) = (300, 512);
         let q = quantized(&random(&mut rng, n * k), n, k, dtype);
         let linear = Linear::from_qtensor(&q).unwrap();
-        let rows = 7;
+        let rows = 13;
         let x = random(&mut rng, rows * k);
         for isa in Isa::available() {
             let mut batched = Vec::new();

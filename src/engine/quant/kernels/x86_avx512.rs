@@ -4,11 +4,12 @@
 //! per activation row, broadcast 4 signed activation bytes into `vpdpbusd`; the sums start
 //! at the weights' offset times the activations' sum, so they come out exact. Each row
 //! spreads a group's steps over independent sums (four alone, two in a tile) so the
-//! multiply-adds do not wait on each other, then scales them into its total.
+//! multiply-adds do not wait on each other, then scales them into its total. Eight rows
+//! (one sum each) share a block's unpacked weights where a batch has them.
 
 use std::arch::x86_64::*;
 
-use super::{lane_mask, Output, Variant, ROW_TILE};
+use super::{lane_mask, Output, Variant, ROW_TILE, WIDE_TILE};
 use crate::engine::quant::activations::QuantizedRows;
 use crate::engine::quant::formats::GROUP;
 use crate::engine::quant::packed::{PackedMatrix, BLOCK, STEPS};
@@ -25,20 +26,28 @@ pub unsafe fn tile(
     out: Output,
 ) {
     unsafe {
-        match (variant, tile == ROW_TILE) {
-            (Variant::Nibble, true) => run::<4, 2, 4, 1, false>(w, a, row, block, out),
-            (Variant::Nibble, false) => single::<4, 1, false>(w, a, row, tile, block, out),
-            (Variant::NibbleMins, true) => run::<4, 2, 4, 1, true>(w, a, row, block, out),
-            (Variant::NibbleMins, false) => single::<4, 1, true>(w, a, row, tile, block, out),
-            (Variant::Byte, true) => run::<4, 2, 8, 1, false>(w, a, row, block, out),
-            (Variant::Byte, false) => single::<8, 1, false>(w, a, row, tile, block, out),
-            (Variant::SixHalves, true) => run::<4, 2, 6, 2, false>(w, a, row, block, out),
-            (Variant::SixHalves, false) => single::<6, 2, false>(w, a, row, tile, block, out),
+        match (variant, tile) {
+            (Variant::Nibble, WIDE_TILE) => run::<8, 1, 4, 1, false>(w, a, row, block, out),
+            (Variant::Nibble, ROW_TILE) => run::<4, 2, 4, 1, false>(w, a, row, block, out),
+            (Variant::Nibble, _) => single::<4, 1, false>(w, a, row, tile, block, out),
+            (Variant::NibbleMins, WIDE_TILE) => run::<8, 1, 4, 1, true>(w, a, row, block, out),
+            (Variant::NibbleMins, ROW_TILE) => run::<4, 2, 4, 1, true>(w, a, row, block, out),
+            (Variant::NibbleMins, _) => single::<4, 1, true>(w, a, row, tile, block, out),
+            (Variant::Byte, WIDE_TILE) => run::<8, 1, 8, 1, false>(w, a, row, block, out),
+            (Variant::Byte, ROW_TILE) => run::<4, 2, 8, 1, false>(w, a, row, block, out),
+            (Variant::Byte, _) => single::<8, 1, false>(w, a, row, tile, block, out),
+            // Two sums per row (one per half group) would not fit eight rows in registers.
+            (Variant::SixHalves, WIDE_TILE) => {
+                run::<4, 2, 6, 2, false>(w, a, row, block, out);
+                run::<4, 2, 6, 2, false>(w, a, row + ROW_TILE, block, out);
+            }
+            (Variant::SixHalves, ROW_TILE) => run::<4, 2, 6, 2, false>(w, a, row, block, out),
+            (Variant::SixHalves, _) => single::<6, 2, false>(w, a, row, tile, block, out),
         }
     }
 }
 
-const _: () = assert!(ROW_TILE == 4 && BLOCK == 16 && STEPS == 8);
+const _: () = assert!(ROW_TILE == 4 && WIDE_TILE == 2 * ROW_TILE && BLOCK == 16 && STEPS == 8);
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c")]
 unsafe fn single<const BITS: u32, const SUBS: usize, const MINS: bool>(
