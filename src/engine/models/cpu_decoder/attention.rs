@@ -1,5 +1,6 @@
-//! One sequence's keys and values (per layer and KV head, growable and truncatable
-//! for prompt-prefix reuse) and causal attention for one query row over them. A row
+//! One sequence's keys and values (per layer, in pages of 64 positions that sequences with
+//! a common prompt prefix share until one writes into them; growable and truncatable for
+//! prompt-prefix reuse) and causal attention for one query row over them. A row
 //! attends to exactly its own prefix in a fixed order, so it gives the same result in a
 //! prefill chunk, in a decode step or beside other sequences in a batch.
 //!
@@ -11,27 +12,32 @@
 #[cfg(target_arch = "x86_64")]
 mod grouped;
 
+use std::sync::Arc;
+
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
 use crate::engine::fast_math::exp;
 
-/// Keys and values of one sequence.
+/// Keys and values of one sequence: per layer, pages of `PAGE` positions. A page is
+/// shared (reference-counted) between sequences whose prompts begin alike, and copied
+/// only when one of them writes into it, so a common system prompt is held once and a
+/// batched decode step reads its keys and values from memory once.
 pub struct SequenceCache {
-    layers: Vec<LayerCache>,
+    layers: Vec<Vec<Arc<Page>>>,
     len: usize,
-    /// Positions each layer's buffers hold room for.
-    capacity: usize,
     kv_heads: usize,
     head_dim: usize,
 }
 
-struct LayerCache {
-    /// Per KV head, tiles of `TILE` positions, each `head_dim × TILE` (dimension-major): a
+/// `PAGE` positions of one layer, every KV head.
+#[derive(Clone)]
+pub(super) struct Page {
+    /// Per KV head, `PAGE / TILE` tiles, each `head_dim × TILE` (dimension-major): a
     /// query's scores over a tile are contiguous multiply-adds, and a pass over the
     /// positions reads each head's keys as one stream.
     keys: Vec<f16>,
-    /// Per KV head, `capacity × head_dim`, position-major: each head's values one stream.
+    /// Per KV head, `PAGE × head_dim`, position-major: each head's values one stream.
     values: Vec<f16>,
 }
 
@@ -44,25 +50,38 @@ pub struct Scratch {
     values: Vec<f32>,
 }
 
-/// Positions added when a cache must grow (then doubling).
-const FIRST_CAPACITY: usize = 256;
 /// Positions per key tile: one 512-bit register, or two 256-bit ones.
 const TILE: usize = 16;
 /// Tiles whose scores are summed together in registers (eight independent 8-lane sums:
 /// enough to hide the multiply-add latency).
 const TILES_AT_ONCE: usize = 4;
+/// Positions per page: the tiles summed together, so a page's tiles go as one block.
+const PAGE: usize = TILE * TILES_AT_ONCE;
+
+impl Page {
+    fn new(kv_heads: usize, head_dim: usize) -> Self {
+        Self {
+            keys: vec![f16::ZERO; kv_heads * PAGE * head_dim],
+            values: vec![f16::ZERO; kv_heads * PAGE * head_dim],
+        }
+    }
+
+    /// KV head `head`'s tiled keys in this page (`head_dim` values each of them).
+    pub(super) fn keys(&self, head: usize, head_dim: usize) -> &[f16] {
+        &self.keys[head * PAGE * head_dim..(head + 1) * PAGE * head_dim]
+    }
+
+    /// KV head `head`'s values in this page, position-major.
+    pub(super) fn values(&self, head: usize, head_dim: usize) -> &[f16] {
+        &self.values[head * PAGE * head_dim..(head + 1) * PAGE * head_dim]
+    }
+}
 
 impl SequenceCache {
     pub fn new(layers: usize, kv_heads: usize, head_dim: usize) -> Self {
         Self {
-            layers: (0..layers)
-                .map(|_| LayerCache {
-                    keys: Vec::new(),
-                    values: Vec::new(),
-                })
-                .collect(),
+            layers: (0..layers).map(|_| Vec::new()).collect(),
             len: 0,
-            capacity: 0,
             kv_heads,
             head_dim,
         }
@@ -80,94 +99,67 @@ impl SequenceCache {
 
     /// Room for `len` positions in every layer, keeping what is held.
     pub fn reserve(&mut self, len: usize) {
-        if len <= self.capacity {
-            return;
-        }
-        let capacity = len
-            .max(FIRST_CAPACITY)
-            .max(self.capacity * 2)
-            .next_power_of_two();
-        let (old_head, new_head) = (self.head_floats(self.capacity), self.head_floats(capacity));
-        let (used, held) = (self.tiles_used(self.len), self.len * self.head_dim);
+        let (kv_heads, head_dim) = (self.kv_heads, self.head_dim);
+        let pages = len.div_ceil(PAGE);
         for layer in &mut self.layers {
-            let mut keys = vec![f16::ZERO; self.kv_heads * new_head];
-            let mut values = vec![f16::ZERO; self.kv_heads * new_head];
-            for head in 0..self.kv_heads {
-                keys[head * new_head..head * new_head + used]
-                    .copy_from_slice(&layer.keys[head * old_head..head * old_head + used]);
-                values[head * new_head..head * new_head + held]
-                    .copy_from_slice(&layer.values[head * old_head..head * old_head + held]);
+            while layer.len() < pages {
+                layer.push(Arc::new(Page::new(kv_heads, head_dim)));
             }
-            layer.keys = keys;
-            layer.values = values;
         }
-        self.capacity = capacity;
-    }
-
-    /// Floats of one KV head's keys at `capacity` positions.
-    fn head_floats(&self, capacity: usize) -> usize {
-        capacity * self.head_dim
-    }
-
-    /// Floats of one KV head's keys that the first `len` positions' tiles take.
-    fn tiles_used(&self, len: usize) -> usize {
-        len.div_ceil(TILE) * TILE * self.head_dim
     }
 
     /// Makes this cache hold the first `len` positions of `other` (same model): what a
-    /// new sequence sharing a prompt prefix with another one reuses instead of recomputing.
+    /// new sequence sharing a prompt prefix with another one reuses instead of
+    /// recomputing. The pages are shared, not copied; whichever cache writes into a
+    /// shared page later copies it first.
     pub fn copy_prefix(&mut self, other: &SequenceCache, len: usize) {
         let len = len.min(other.len);
-        self.len = 0;
-        self.reserve(len);
-        let (from_head, to_head) = (
-            other.head_floats(other.capacity),
-            self.head_floats(self.capacity),
-        );
-        // Whole tiles: positions past `len` are rewritten before anyone reads them.
-        let (used, held) = (self.tiles_used(len), len * self.head_dim);
+        let pages = len.div_ceil(PAGE);
         for (to, from) in self.layers.iter_mut().zip(&other.layers) {
-            for head in 0..self.kv_heads {
-                to.keys[head * to_head..head * to_head + used]
-                    .copy_from_slice(&from.keys[head * from_head..head * from_head + used]);
-                to.values[head * to_head..head * to_head + held]
-                    .copy_from_slice(&from.values[head * from_head..head * from_head + held]);
-            }
+            to.clear();
+            to.extend(from[..pages].iter().cloned());
         }
         self.len = len;
     }
 
+    /// This layer's pages (the last one may be partly written).
+    pub(super) fn pages(&self, layer: usize) -> &[Arc<Page>] {
+        &self.layers[layer]
+    }
+
     /// Writes one layer's keys and values for positions `len..len + rows` (`rows ×
     /// kv_width` each), rounded to f16 (to nearest, ties to even, on every CPU); `reserve`
-    /// must have made room. `rounded` is scratch for the keys before they are spread over
-    /// the tiles.
+    /// must have made room. A page another cache shares is copied before it is written.
+    /// `rounded` is scratch for the keys before they are spread over the tiles.
     pub fn write(&mut self, layer: usize, keys: &[f32], values: &[f32], rounded: &mut Vec<f16>) {
         let (head_dim, width) = (self.head_dim, self.kv_heads * self.head_dim);
-        let (len, head_floats) = (self.len, self.head_floats(self.capacity));
-        let cache = &mut self.layers[layer];
+        let head_floats = PAGE * head_dim;
+        let len = self.len;
+        let pages = &mut self.layers[layer];
         rounded.clear();
         rounded.resize(keys.len(), f16::ZERO);
         rounded.convert_from_f32_slice(keys);
-        for (i, row) in rounded.chunks_exact(width).enumerate() {
+        let rows = rounded.chunks_exact(width).zip(values.chunks_exact(width));
+        for (i, (key_row, value_row)) in rows.enumerate() {
             let position = len + i;
-            let tile = (position / TILE) * TILE * head_dim + position % TILE;
-            for (head, dims) in row.chunks_exact(head_dim).enumerate() {
+            let page = Arc::make_mut(&mut pages[position / PAGE]);
+            let within = position % PAGE;
+            let tile = (within / TILE) * TILE * head_dim + within % TILE;
+            for (head, dims) in key_row.chunks_exact(head_dim).enumerate() {
                 let base = head * head_floats + tile;
                 for (d, &k) in dims.iter().enumerate() {
-                    cache.keys[base + d * TILE] = k;
+                    page.keys[base + d * TILE] = k;
                 }
             }
-        }
-        for (i, row) in values.chunks_exact(width).enumerate() {
-            for (head, dims) in row.chunks_exact(head_dim).enumerate() {
-                let at = head * head_floats + (len + i) * head_dim;
-                cache.values[at..at + head_dim].convert_from_f32_slice(dims);
+            for (head, dims) in value_row.chunks_exact(head_dim).enumerate() {
+                let at = head * head_floats + within * head_dim;
+                page.values[at..at + head_dim].convert_from_f32_slice(dims);
             }
         }
     }
 
     /// KV head `kv_head`'s keys (whole tiles) and values for the first `seen` positions
-    /// of `layer`, widened to f32 into `keys` and `values`.
+    /// of `layer`, widened to f32 into `keys` and `values` as one run each.
     fn widen(
         &self,
         layer: usize,
@@ -176,13 +168,18 @@ impl SequenceCache {
         keys: &mut Vec<f32>,
         values: &mut Vec<f32>,
     ) {
-        let cache = &self.layers[layer];
-        let head = kv_head * self.head_floats(self.capacity);
-        let (tiles, held) = (self.tiles_used(seen), seen * self.head_dim);
-        keys.resize(tiles, 0.0);
-        cache.keys[head..head + tiles].convert_to_f32_slice(keys);
-        values.resize(held, 0.0);
-        cache.values[head..head + held].convert_to_f32_slice(values);
+        let head_dim = self.head_dim;
+        keys.resize(seen.div_ceil(TILE) * TILE * head_dim, 0.0);
+        values.resize(seen * head_dim, 0.0);
+        for (index, page) in self.layers[layer][..seen.div_ceil(PAGE)].iter().enumerate() {
+            let first = index * PAGE;
+            let here = (seen - first).min(PAGE);
+            let tiles = here.div_ceil(TILE) * TILE * head_dim;
+            page.keys(kv_head, head_dim)[..tiles]
+                .convert_to_f32_slice(&mut keys[first * head_dim..][..tiles]);
+            page.values(kv_head, head_dim)[..here * head_dim]
+                .convert_to_f32_slice(&mut values[first * head_dim..][..here * head_dim]);
+        }
     }
 
     /// Counts `rows` new positions once every layer has them written.
@@ -444,6 +441,93 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod sharing_tests {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    use super::*;
+
+    fn random(rng: &mut StdRng, n: usize) -> Vec<f32> {
+        (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect()
+    }
+
+    fn append(cache: &mut SequenceCache, keys: &[f32], values: &[f32]) {
+        let rows = keys.len() / (cache.kv_heads * cache.head_dim);
+        cache.reserve(cache.len() + rows);
+        for layer in 0..cache.layers.len() {
+            cache.write(layer, keys, values, &mut Vec::new());
+        }
+        cache.advance(rows);
+    }
+
+    /// Every query head's output at `position`, on the grouped path, as bits.
+    fn outputs(cache: &SequenceCache, queries: &[Vec<f32>], position: usize) -> Vec<u32> {
+        let mut scratch = Scratch::default();
+        let mut bits = Vec::new();
+        for layer in 0..cache.layers.len() {
+            for kv_head in 0..cache.kv_heads {
+                let refs: Vec<&[f32]> = queries.iter().map(Vec::as_slice).collect();
+                let mut got = vec![vec![0.0f32; cache.head_dim]; queries.len()];
+                let mut outs: Vec<&mut [f32]> = got.iter_mut().map(Vec::as_mut_slice).collect();
+                cache.attend_group(layer, &refs, position, kv_head, &mut scratch, &mut outs);
+                bits.extend(got.iter().flatten().map(|v| v.to_bits()));
+            }
+        }
+        bits
+    }
+
+    /// A prefix taken from another cache shares its pages, yet each cache sees only its
+    /// own positions: writing past the prefix (into a shared page or a new one) changes
+    /// nothing the other one reads, and each gives the bits a cache written alone gives.
+    #[test]
+    fn shared_prefix_pages_are_copied_before_either_cache_writes_into_them() {
+        let mut rng = StdRng::seed_from_u64(23);
+        let (layers, kv_heads, head_dim) = (2, 2, 64);
+        let width = kv_heads * head_dim;
+        let (donor_len, shared, added) = (100, 70, 90);
+        let (k0, v0) = (
+            random(&mut rng, donor_len * width),
+            random(&mut rng, donor_len * width),
+        );
+        let (k1, v1) = (
+            random(&mut rng, added * width),
+            random(&mut rng, added * width),
+        );
+        let queries: Vec<Vec<f32>> = (0..3).map(|_| random(&mut rng, head_dim)).collect();
+
+        let mut donor = SequenceCache::new(layers, kv_heads, head_dim);
+        append(&mut donor, &k0, &v0);
+        let donor_before = outputs(&donor, &queries, donor_len - 1);
+
+        let mut taker = SequenceCache::new(layers, kv_heads, head_dim);
+        taker.copy_prefix(&donor, shared);
+        assert!(
+            Arc::ptr_eq(&taker.pages(0)[0], &donor.pages(0)[0]),
+            "pages are shared"
+        );
+        assert_eq!(
+            outputs(&taker, &queries, shared - 1),
+            outputs(&donor, &queries, shared - 1)
+        );
+        append(&mut taker, &k1, &v1);
+        // The donor keeps writing into its own (once shared) page too.
+        append(&mut donor, &k1[..10 * width], &v1[..10 * width]);
+        assert_eq!(outputs(&donor, &queries, donor_len - 1), donor_before);
+
+        let mut alone = SequenceCache::new(layers, kv_heads, head_dim);
+        append(&mut alone, &k0[..shared * width], &v0[..shared * width]);
+        append(&mut alone, &k1, &v1);
+        for position in [shared - 1, shared, 127, 128, shared + added - 1] {
+            assert_eq!(
+                outputs(&taker, &queries, position),
+                outputs(&alone, &queries, position),
+                "position {position}"
+            );
         }
     }
 }

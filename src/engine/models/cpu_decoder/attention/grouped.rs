@@ -9,7 +9,9 @@ use std::arch::x86_64::*;
 
 use half::f16;
 
-use super::{softmax, SequenceCache, TILE};
+use std::sync::Arc;
+
+use super::{softmax, Page, SequenceCache, PAGE, TILE};
 
 /// Queries whose scores share one pass over the keys (16 registers of sums).
 const QUERIES: usize = 4;
@@ -33,9 +35,7 @@ pub unsafe fn attend(
         let seen = position + 1;
         let tiles = seen.div_ceil(TILE);
         let span = tiles * TILE;
-        let head = kv_head * cache.head_floats(cache.capacity);
-        let lc = &cache.layers[layer];
-        let (keys, values) = (lc.keys[head..].as_ptr(), lc.values[head..].as_ptr());
+        let pages = &cache.pages(layer)[..seen.div_ceil(PAGE)];
         let mut start = 0;
         while start < queries.len() {
             let group = (queries.len() - start).min(QUERIES);
@@ -44,10 +44,10 @@ pub unsafe fn attend(
             scores.resize(group * span, 0.0);
             let s = scores.as_mut_ptr();
             match group {
-                4 => score::<4>(qs, keys, head_dim, tiles, s),
-                3 => score::<3>(qs, keys, head_dim, tiles, s),
-                2 => score::<2>(qs, keys, head_dim, tiles, s),
-                _ => score::<1>(qs, keys, head_dim, tiles, s),
+                4 => score::<4>(qs, pages, kv_head, head_dim, tiles, s),
+                3 => score::<3>(qs, pages, kv_head, head_dim, tiles, s),
+                2 => score::<2>(qs, pages, kv_head, head_dim, tiles, s),
+                _ => score::<1>(qs, pages, kv_head, head_dim, tiles, s),
             }
             let mut inverses = [0.0f32; QUERIES];
             for (q, inverse) in inverses.iter_mut().enumerate().take(group) {
@@ -61,13 +61,14 @@ pub unsafe fn attend(
                 let w = scores.as_ptr().add(first * span);
                 let inv = &inverses[first..first + n];
                 let out = &mut outs[start + first..start + first + n];
+                let values = (pages, kv_head, seen);
                 match (head_dim, n) {
-                    (64, 4) => weigh::<4, 4>(w, span, inv, values, seen, out),
-                    (64, 3) => weigh::<4, 3>(w, span, inv, values, seen, out),
-                    (64, 2) => weigh::<4, 2>(w, span, inv, values, seen, out),
-                    (64, _) => weigh::<4, 1>(w, span, inv, values, seen, out),
-                    (_, 2) => weigh::<8, 2>(w, span, inv, values, seen, out),
-                    _ => weigh::<8, 1>(w, span, inv, values, seen, out),
+                    (64, 4) => weigh::<4, 4>(w, span, inv, values, out),
+                    (64, 3) => weigh::<4, 3>(w, span, inv, values, out),
+                    (64, 2) => weigh::<4, 2>(w, span, inv, values, out),
+                    (64, _) => weigh::<4, 1>(w, span, inv, values, out),
+                    (_, 2) => weigh::<8, 2>(w, span, inv, values, out),
+                    _ => weigh::<8, 1>(w, span, inv, values, out),
                 }
                 first += n;
             }
@@ -76,40 +77,46 @@ pub unsafe fn attend(
     }
 }
 
-/// Scores of `G` queries over `tiles` key tiles into `scores` (`G` rows, `tiles · 16`
-/// apart).
+/// Scores of `G` queries over `tiles` key tiles, page by page, into `scores` (`G` rows,
+/// `tiles · 16` apart).
 #[inline(always)]
 unsafe fn score<const G: usize>(
     qs: &[&[f32]],
-    keys: *const f16,
+    pages: &[Arc<Page>],
+    kv_head: usize,
     head_dim: usize,
     tiles: usize,
     scores: *mut f32,
 ) {
+    const PER_PAGE: usize = PAGE / TILE;
     unsafe {
-        let mut tile = 0;
-        while tile + 4 <= tiles {
-            tile_block::<G, 4>(qs, keys, head_dim, tile, tiles * TILE, scores);
-            tile += 4;
-        }
-        while tile < tiles {
-            tile_block::<G, 1>(qs, keys, head_dim, tile, tiles * TILE, scores);
-            tile += 1;
+        for (index, page) in pages.iter().enumerate() {
+            let keys = page.keys(kv_head, head_dim).as_ptr();
+            let first = index * PER_PAGE;
+            let here = (tiles - first).min(PER_PAGE);
+            if here == PER_PAGE {
+                tile_block::<G, PER_PAGE>(qs, keys, head_dim, first, tiles * TILE, scores);
+            } else {
+                for t in 0..here {
+                    let at = keys.add(t * TILE * head_dim);
+                    tile_block::<G, 1>(qs, at, head_dim, first + t, tiles * TILE, scores);
+                }
+            }
         }
     }
 }
 
+/// Scores of `G` queries over the `N` tiles from `base` (tile `tile` of the sequence).
 #[inline(always)]
 unsafe fn tile_block<const G: usize, const N: usize>(
     qs: &[&[f32]],
-    keys: *const f16,
+    base: *const f16,
     head_dim: usize,
     tile: usize,
     span: usize,
     scores: *mut f32,
 ) {
     unsafe {
-        let base = keys.add(tile * TILE * head_dim);
         let mut q = [std::ptr::null::<f32>(); G];
         for g in 0..G {
             q[g] = qs[g].as_ptr();
@@ -135,29 +142,32 @@ unsafe fn tile_block<const G: usize, const N: usize>(
     }
 }
 
-/// `outs[g] = Σ_p weights[g][p] · inverses[g] · values[p]` over `seen` positions, for
-/// heads of `16 · V` values.
+/// `outs[g] = Σ_p weights[g][p] · inverses[g] · values[p]` over the first `seen`
+/// positions of KV head `kv_head` in `pages`, for heads of `16 · V` values.
 #[inline(always)]
 unsafe fn weigh<const V: usize, const G: usize>(
     weights: *const f32,
     span: usize,
     inverses: &[f32],
-    values: *const f16,
-    seen: usize,
+    (pages, kv_head, seen): (&[Arc<Page>], usize, usize),
     outs: &mut [&mut [f32]],
 ) {
     unsafe {
         let mut acc = [[_mm512_setzero_ps(); V]; G];
-        for p in 0..seen {
-            let row = values.add(p * 16 * V);
-            let mut v = [_mm512_setzero_ps(); V];
-            for i in 0..V {
-                v[i] = widen(row.add(16 * i));
-            }
-            for g in 0..G {
-                let weight = _mm512_set1_ps(*weights.add(g * span + p) * inverses[g]);
+        for (index, page) in pages.iter().enumerate() {
+            let values = page.values(kv_head, 16 * V).as_ptr();
+            let first = index * PAGE;
+            for p in first..seen.min(first + PAGE) {
+                let row = values.add((p - first) * 16 * V);
+                let mut v = [_mm512_setzero_ps(); V];
                 for i in 0..V {
-                    acc[g][i] = _mm512_fmadd_ps(weight, v[i], acc[g][i]);
+                    v[i] = widen(row.add(16 * i));
+                }
+                for g in 0..G {
+                    let weight = _mm512_set1_ps(*weights.add(g * span + p) * inverses[g]);
+                    for i in 0..V {
+                        acc[g][i] = _mm512_fmadd_ps(weight, v[i], acc[g][i]);
+                    }
                 }
             }
         }
