@@ -271,10 +271,15 @@ impl CpuDecoder {
         let matmul = &mut self.matmul;
         let failed = |e: crate::engine::quant::QuantError| EngineError::Inference(e.to_string());
 
-        b.normed.clear();
-        b.normed.extend_from_slice(&b.hidden);
-        for row in b.normed.chunks_exact_mut(width) {
-            ops::rms_norm(row, &layer.attention_norm, eps);
+        b.normed.resize(b.hidden.len(), 0.0);
+        {
+            let (hidden, normed) = (&b.hidden, pool::SharedRows::new(&mut b.normed));
+            each_row(matmul.pool(), rows, |row| {
+                // SAFETY: each row is one chunk's alone.
+                let out = unsafe { normed.slice(row * width, width) };
+                out.copy_from_slice(&hidden[row * width..(row + 1) * width]);
+                ops::rms_norm(out, &layer.attention_norm, eps);
+            })?;
         }
         matmul
             .forward_shared(
@@ -284,33 +289,46 @@ impl CpuDecoder {
                 [&mut b.q, &mut b.k, &mut b.v],
             )
             .map_err(failed)?;
-        for (buffer, bias) in [
-            (&mut b.q, &layer.q_bias),
-            (&mut b.k, &layer.k_bias),
-            (&mut b.v, &layer.v_bias),
-        ] {
-            if let Some(bias) = bias {
-                for row in buffer.chunks_exact_mut(bias.len()) {
-                    ops::add(row, bias);
+        {
+            let half = head_dim / 2;
+            let (cos, sin, neox) = (&self.cos, &self.sin, h.rope_neox);
+            let (q, k, v) = (
+                pool::SharedRows::new(&mut b.q),
+                pool::SharedRows::new(&mut b.k),
+                pool::SharedRows::new(&mut b.v),
+            );
+            each_row(matmul.pool(), rows, |row| {
+                // SAFETY: each row is one chunk's alone.
+                let (q, k, v) = unsafe {
+                    (
+                        q.slice(row * q_width, q_width),
+                        k.slice(row * kv_width, kv_width),
+                        v.slice(row * kv_width, kv_width),
+                    )
+                };
+                for (values, bias) in [
+                    (&mut *q, &layer.q_bias),
+                    (&mut *k, &layer.k_bias),
+                    (v, &layer.v_bias),
+                ] {
+                    if let Some(bias) = bias {
+                        ops::add(values, bias);
+                    }
                 }
-            }
-        }
-        let half = head_dim / 2;
-        for (buffer, norm) in [(&mut b.q, &layer.q_norm), (&mut b.k, &layer.k_norm)] {
-            let row_width = buffer.len() / rows;
-            for (row, values) in buffer.chunks_exact_mut(row_width).enumerate() {
                 let position = row_position[row];
                 let (cos, sin) = (
-                    &self.cos[position * half..(position + 1) * half],
-                    &self.sin[position * half..(position + 1) * half],
+                    &cos[position * half..(position + 1) * half],
+                    &sin[position * half..(position + 1) * half],
                 );
-                for head in values.chunks_exact_mut(head_dim) {
-                    if let Some(norm) = norm {
-                        ops::rms_norm(head, norm, eps);
+                for (values, norm) in [(q, &layer.q_norm), (k, &layer.k_norm)] {
+                    for head in values.chunks_exact_mut(head_dim) {
+                        if let Some(norm) = norm {
+                            ops::rms_norm(head, norm, eps);
+                        }
+                        ops::rope(head, cos, sin, neox);
                     }
-                    ops::rope(head, cos, sin, h.rope_neox);
                 }
-            }
+            })?;
         }
         // Keys and values join each sequence's cache before anyone attends.
         let mut start = 0;
@@ -371,12 +389,24 @@ impl CpuDecoder {
         matmul
             .forward(&layer.o, &b.attended, rows, &mut b.projected)
             .map_err(failed)?;
-        ops::add(&mut b.hidden, &b.projected);
-
-        b.normed.clear();
-        b.normed.extend_from_slice(&b.hidden);
-        for row in b.normed.chunks_exact_mut(width) {
-            ops::rms_norm(row, &layer.ffn_norm, eps);
+        {
+            let (hidden, normed) = (
+                pool::SharedRows::new(&mut b.hidden),
+                pool::SharedRows::new(&mut b.normed),
+            );
+            let projected = &b.projected;
+            each_row(matmul.pool(), rows, |row| {
+                // SAFETY: each row is one chunk's alone.
+                let (hidden, out) = unsafe {
+                    (
+                        hidden.slice(row * width, width),
+                        normed.slice(row * width, width),
+                    )
+                };
+                ops::add(hidden, &projected[row * width..(row + 1) * width]);
+                out.copy_from_slice(hidden);
+                ops::rms_norm(out, &layer.ffn_norm, eps);
+            })?;
         }
         matmul
             .forward_shared(
@@ -386,13 +416,40 @@ impl CpuDecoder {
                 [&mut b.gate, &mut b.up],
             )
             .map_err(failed)?;
-        ops::silu_mul(&mut b.gate, &b.up);
+        {
+            let ffn = layer.gate.rows();
+            let (gate, up) = (pool::SharedRows::new(&mut b.gate), &b.up);
+            each_row(matmul.pool(), rows, |row| {
+                // SAFETY: each row is one chunk's alone.
+                let g = unsafe { gate.slice(row * ffn, ffn) };
+                ops::silu_mul(g, &up[row * ffn..(row + 1) * ffn]);
+            })?;
+        }
         matmul
             .forward(&layer.down, &b.gate, rows, &mut b.projected)
             .map_err(failed)?;
-        ops::add(&mut b.hidden, &b.projected);
-        Ok(())
+        let (hidden, projected) = (pool::SharedRows::new(&mut b.hidden), &b.projected);
+        each_row(matmul.pool(), rows, |row| {
+            // SAFETY: each row is one chunk's alone.
+            let hidden = unsafe { hidden.slice(row * width, width) };
+            ops::add(hidden, &projected[row * width..(row + 1) * width]);
+        })
     }
+}
+
+/// Runs `f(row)` for every row of `0..rows`, the rows shared among the pool's threads in
+/// chunks (the row-wise steps between matmuls would otherwise leave the other threads
+/// waiting); each row is computed on its own, so no split changes its bits.
+fn each_row(pool: &pool::ThreadPool, rows: usize, f: impl Fn(usize) + Sync) -> Result<()> {
+    let job = |mine: std::ops::Range<usize>| {
+        wide(|| {
+            for row in mine {
+                f(row);
+            }
+        })
+    };
+    pool.run_units(rows, pool.chunk(rows, 2), &job)
+        .map_err(|_| EngineError::Inference("a row-wise step's thread failed".into()))
 }
 
 impl CausalLm for CpuDecoder {
