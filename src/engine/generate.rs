@@ -406,8 +406,9 @@ impl ChatRuntime {
             .max_by_key(|&slot| common_prefix(&self.cached[slot], prompt))
     }
 
-    /// Copies another slot's cached keys and values for a longer part of `s`'s prompt than
-    /// its own slot holds (same bits as computing them).
+    /// Takes another slot's cached keys and values (shared pages, or a copy, as the model
+    /// holds them) for a longer part of `s`'s prompt than its own slot holds (same bits as
+    /// computing them).
     fn adopt_prefix(&mut self, s: &mut Sequence) {
         let slot = s.slot;
         let done = self.cached[slot].len();

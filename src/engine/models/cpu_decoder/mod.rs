@@ -1,9 +1,9 @@
 //! Warden's CPU decoder for the Llama family (Llama, Mistral, SmolLM2, Qwen2, Qwen3): GGUF
-//! weights repacked for Warden's integer kernels, one KV cache per sequence slot, and a
-//! forward pass over rows from several sequences at once (continuous batching). Every
-//! operation is row by row in a fixed order, so a token's logits are the same bits whether
-//! its prompt ran in one chunk or many, came from the prefix cache, or shared a step with
-//! other sequences.
+//! weights repacked for Warden's integer kernels, one paged KV cache per sequence slot
+//! (pages shared between slots whose prompts begin alike), and a forward pass over rows
+//! from several sequences at once (continuous batching). Every operation is row by row in
+//! a fixed order, so a token's logits are the same bits whether its prompt ran in one
+//! chunk or many, came from the prefix cache, or shared a step with other sequences.
 
 mod attention;
 mod ops;
