@@ -14,6 +14,7 @@ use super::chat_template::{ChatTemplate, PromptPiece};
 use super::constrained::{Constraint, ConstraintFactory, OutputLimits, OutputShape};
 use super::error::{EngineError, Result};
 use super::models::CausalLm;
+use super::quant::pool;
 use super::sampling::Sampler;
 use super::text_stream::{Pushed, TextStream};
 use super::tokenizer::TextTokenizer;
@@ -74,6 +75,14 @@ impl Sequence {
     pub fn finished(&self) -> bool {
         self.next.is_none() && !self.prefilling
     }
+}
+
+/// What was done to a part's logits before sampling.
+enum Mask {
+    /// Nothing yet: `take` masks them if the sequence is constrained.
+    NotYet,
+    Applied,
+    Failed(EngineError),
 }
 
 /// One sequence's part of a model pass.
@@ -253,7 +262,9 @@ impl ChatRuntime {
                 return Err(err.into());
             }
         };
-        for (part, step_logits) in plan.into_iter().zip(logits) {
+        let mut logits = logits;
+        let mut masks = self.mask_side_by_side(&plan, batch, &mut logits)?;
+        for ((part, step_logits), mask) in plan.into_iter().zip(logits).zip(masks.drain(..)) {
             let (sequence, emit, cancel) = &mut batch[part.index];
             self.cached[sequence.slot].extend_from_slice(&part.tokens);
             if sequence.prefilling {
@@ -267,7 +278,14 @@ impl ChatRuntime {
                     continue;
                 }
             }
-            if let Err(err) = self.take(sequence, step_logits, cancel, *emit) {
+            let taken = match mask {
+                Mask::Failed(err) if !cancel.load(Ordering::Relaxed) => Err(err),
+                mask => {
+                    let masked = matches!(mask, Mask::Applied);
+                    self.take(sequence, step_logits, masked, cancel, *emit)
+                }
+            };
+            if let Err(err) = taken {
                 // This sequence's failure alone: `finish` reports it.
                 sequence.next = None;
                 sequence.failed = Some(err);
@@ -350,11 +368,72 @@ impl ChatRuntime {
         })
     }
 
-    /// Samples the token after `logits` and decides whether the sequence goes on.
+    /// Applies the token masks of the constrained sequences that sample after this pass
+    /// (`plan[i]`'s to `logits[i]`) on the model's threads, side by side: each is its own
+    /// sequence's grammar state, so they need no order, and with many sequences they are a
+    /// real part of a decode step. Returns what happened to each part's logits.
+    fn mask_side_by_side(
+        &self,
+        plan: &[PlannedPart],
+        batch: &mut [(&mut Sequence, &mut Emit, &AtomicBool)],
+        logits: &mut [Vec<f32>],
+    ) -> Result<Vec<Mask>> {
+        let mut masks: Vec<Mask> = plan.iter().map(|_| Mask::NotYet).collect();
+        let Some(pool) = self.model.pool().filter(|p| p.threads() > 1) else {
+            return Ok(masks);
+        };
+        let samples: Vec<bool> = plan
+            .iter()
+            .map(|part| {
+                let sequence = &batch[part.index].0;
+                !sequence.prefilling
+                    || (self.cached[part.slot].len() + part.tokens.len() >= sequence.prompt.len()
+                        && sequence.max_new > 0)
+            })
+            .collect();
+        let mut constraints: Vec<Option<&mut Constraint>> = batch
+            .iter_mut()
+            .map(|(s, _, _)| s.constraint.as_mut())
+            .collect();
+        let mut work = Vec::new();
+        let parts = plan
+            .iter()
+            .zip(samples)
+            .zip(logits.iter_mut())
+            .zip(&mut masks);
+        for (((part, samples), part_logits), mask) in parts {
+            if let (true, Some(constraint)) = (samples, constraints[part.index].take()) {
+                work.push((constraint, part_logits, mask));
+            }
+        }
+        let units = work.len();
+        if units < 2 {
+            return Ok(masks);
+        }
+        let shared = pool::SharedRows::new(&mut work);
+        let job = |mine: std::ops::Range<usize>| {
+            for i in mine {
+                // SAFETY: each unit is one item, and each item one chunk's alone.
+                let (constraint, logits, mask) = unsafe { &mut shared.slice(i, 1)[0] };
+                **mask = match constraint.mask(logits) {
+                    Ok(()) => Mask::Applied,
+                    Err(err) => Mask::Failed(err),
+                };
+            }
+        };
+        pool.run_units(units, 1, &job)
+            .map_err(|_| EngineError::Inference("a token-mask thread failed".into()))?;
+        drop(work);
+        Ok(masks)
+    }
+
+    /// Samples the token after `logits` and decides whether the sequence goes on; the
+    /// constraint's mask is applied first unless `masked`.
     fn take(
         &mut self,
         s: &mut Sequence,
         mut logits: Vec<f32>,
+        masked: bool,
         cancel: &AtomicBool,
         emit: &mut Emit,
     ) -> Result<()> {
@@ -363,7 +442,7 @@ impl ChatRuntime {
             s.finish = FinishReason::Cancelled;
             return Ok(());
         }
-        if let Some(constraint) = s.constraint.as_mut() {
+        if let (false, Some(constraint)) = (masked, s.constraint.as_mut()) {
             constraint.mask(&mut logits)?;
         }
         let Some(token) = s.sampler.sample(&mut logits, &s.generated) else {

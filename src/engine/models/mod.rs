@@ -16,6 +16,7 @@ use candle_core::{Device, Tensor};
 
 use super::error::{EngineError, Result};
 use super::gguf::GgufFile;
+use super::quant::ThreadPool;
 
 /// A decoder-only language model with its own KV cache.
 pub trait CausalLm: Send {
@@ -57,6 +58,11 @@ pub trait CausalLm: Send {
     /// Keeps the first `len` positions of slot `slot`'s cache (see `truncate_cache`).
     fn truncate_slot(&mut self, slot: usize, len: usize) -> bool {
         slot == 0 && self.truncate_cache(len)
+    }
+    /// The model's CPU threads, idle between steps: generation lends them the per-sequence
+    /// work after a step (token masks). `None` where the model has none.
+    fn pool(&self) -> Option<&ThreadPool> {
+        None
     }
 }
 

@@ -338,29 +338,3 @@ fn shared_input_products_give_each_layers_own_bits() {
         }
     }
 }
-
-#[test]
-fn probe_matmul_speed() {
-    let mut rng = StdRng::seed_from_u64(1);
-    let (n, k) = (1536, 576);
-    let q = quantized(&random(&mut rng, n * k), n, k, GgmlDType::Q4_1);
-    let linear = Linear::from_qtensor(&q).unwrap();
-    for rows in [1usize, 8, 16, 64, 512] {
-        let x = random(&mut rng, rows * k);
-        let mut m = Matmul::with_isa(1, Isa::detect());
-        let mut out = Vec::new();
-        let mut best = f64::MAX;
-        let reps = (2048 / rows).max(4);
-        for _ in 0..10 {
-            let t = std::time::Instant::now();
-            for _ in 0..reps {
-                m.forward(&linear, &x, rows, &mut out).unwrap();
-            }
-            best = best.min(t.elapsed().as_secs_f64() / reps as f64);
-        }
-        eprintln!(
-            "rows {rows}: {:.1} GMAC/s",
-            (rows * n * k) as f64 / best / 1e9
-        );
-    }
-}

@@ -520,6 +520,10 @@ impl CausalLm for CpuDecoder {
         CpuDecoder::truncate_slot(self, slot, len);
         true
     }
+
+    fn pool(&self) -> Option<&pool::ThreadPool> {
+        Some(self.matmul.pool())
+    }
 }
 
 /// A small float tensor (norm weights, biases).
