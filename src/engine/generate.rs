@@ -249,7 +249,7 @@ impl ChatRuntime {
             .iter()
             .map(|part| (part.slot, &part.tokens[..], self.cached[part.slot].len()))
             .collect();
-        let logits = match self.model.forward_batch(&steps) {
+        let mut logits = match self.model.forward_batch(&steps) {
             Ok(logits) if logits.len() == steps.len() => logits,
             Ok(_) => {
                 self.reset();
@@ -262,13 +262,13 @@ impl ChatRuntime {
                 return Err(err.into());
             }
         };
-        let mut logits = logits;
         let mut masks = self.mask_side_by_side(&plan, batch, &mut logits)?;
         for ((part, step_logits), mask) in plan.into_iter().zip(logits).zip(masks.drain(..)) {
             let (sequence, emit, cancel) = &mut batch[part.index];
+            let samples = self.samples_after(sequence, &part);
             self.cached[sequence.slot].extend_from_slice(&part.tokens);
             if sequence.prefilling {
-                if self.cached[sequence.slot].len() < sequence.prompt.len() {
+                if !samples {
                     continue;
                 }
                 sequence.prefilling = false;
@@ -368,6 +368,12 @@ impl ChatRuntime {
         })
     }
 
+    /// True when `s` samples a token after its `part` of a pass runs: it is decoding, or the
+    /// part completes its prompt (before the part joins the slot's cache).
+    fn samples_after(&self, s: &Sequence, part: &PlannedPart) -> bool {
+        !s.prefilling || self.cached[part.slot].len() + part.tokens.len() >= s.prompt.len()
+    }
+
     /// Applies the token masks of the constrained sequences that sample after this pass
     /// (`plan[i]`'s to `logits[i]`) on the model's threads, side by side: each is its own
     /// sequence's grammar state, so they need no order, and with many sequences they are a
@@ -385,10 +391,7 @@ impl ChatRuntime {
         let samples: Vec<bool> = plan
             .iter()
             .map(|part| {
-                let sequence = &batch[part.index].0;
-                !sequence.prefilling
-                    || (self.cached[part.slot].len() + part.tokens.len() >= sequence.prompt.len()
-                        && sequence.max_new > 0)
+                self.samples_after(&batch[part.index].0, part) && batch[part.index].0.max_new > 0
             })
             .collect();
         let mut constraints: Vec<Option<&mut Constraint>> = batch

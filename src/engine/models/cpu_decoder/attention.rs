@@ -443,14 +443,6 @@ mod tests {
             }
         }
     }
-}
-
-#[cfg(test)]
-mod sharing_tests {
-    use rand::rngs::StdRng;
-    use rand::{Rng, SeedableRng};
-
-    use super::*;
 
     fn random(rng: &mut StdRng, n: usize) -> Vec<f32> {
         (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect()
