@@ -27,6 +27,10 @@ pub enum BenchCommand {
         /// Tokens to decode.
         #[arg(long, default_value_t = 128)]
         decode_tokens: usize,
+        /// Also decode this many requests at once (each its own question after the shared
+        /// prompt) and report their combined decode speed: continuous batching's gain.
+        #[arg(long, default_value_t = 1)]
+        batch: usize,
         #[command(flatten)]
         models: ModelFlags,
     },
@@ -50,9 +54,10 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
         BenchCommand::Inference {
             prompt_file,
             decode_tokens,
+            batch,
             models,
             ..
-        } => inference(&prompt_file, decode_tokens, &models)?,
+        } => inference(&prompt_file, decode_tokens, batch, &models)?,
         BenchCommand::Embed {
             sentences, models, ..
         } => embed(sentences, &models)?,
@@ -66,8 +71,12 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
 fn inference(
     prompt_file: &PathBuf,
     decode_tokens: usize,
+    batch: usize,
     flags: &ModelFlags,
 ) -> anyhow::Result<serde_json::Value> {
+    if batch == 0 {
+        anyhow::bail!("--batch must be ≥ 1");
+    }
     let prompt = std::fs::read_to_string(prompt_file)
         .map_err(|e| anyhow::anyhow!("cannot read prompt file {}: {e}", prompt_file.display()))?;
     let engine = super::load_engine(flags, Needs::Chat)?;
@@ -94,7 +103,7 @@ fn inference(
         "Summarise that in one sentence.",
     ));
     let (again, follow_up_ttft_ms, _) = timed(model, follow_up, 1)?;
-    Ok(json!({
+    let mut report = json!({
         "benchmark": "inference",
         "model": model.info().id,
         "threads": crate::engine::inference_threads(),
@@ -107,6 +116,49 @@ fn inference(
         "follow_up_prompt_tokens": again.prompt_tokens,
         "follow_up_cached_tokens": again.cached_prompt_tokens,
         "follow_up_ttft_ms": follow_up_ttft_ms,
+    });
+    if batch > 1 {
+        report["batch"] = batched(model, prompt.trim(), decode_tokens, batch)?;
+        report["batch"]["max_batch"] = json!(flags.max_batch);
+    }
+    Ok(report)
+}
+
+/// `batch` requests submitted together, each the shared prompt plus its own question:
+/// their decode tokens per second together (the tokens of all over the mean decode time).
+fn batched(
+    model: &ChatModelHandle,
+    prompt: &str,
+    tokens: usize,
+    batch: usize,
+) -> anyhow::Result<serde_json::Value> {
+    let started = Instant::now();
+    let summaries = std::thread::scope(|scope| {
+        let runs: Vec<_> = (0..batch)
+            .map(|i| {
+                let messages = vec![
+                    ChatMessage::new(Role::System, prompt),
+                    ChatMessage::new(Role::User, format!("Question {i}: what comes next?")),
+                ];
+                scope.spawn(move || timed(model, messages, tokens))
+            })
+            .collect();
+        runs.into_iter()
+            .map(|run| match run.join() {
+                Ok(result) => result.map(|(summary, _, _)| summary),
+                Err(_) => Err(anyhow::anyhow!("a batched request's thread panicked")),
+            })
+            .collect::<anyhow::Result<Vec<_>>>()
+    })?;
+    let wall_ms = started.elapsed().as_secs_f64() * 1e3;
+    let completion: usize = summaries.iter().map(|s| s.completion_tokens).sum();
+    let decode_ms = summaries.iter().map(|s| s.decode_ms).sum::<f64>() / batch as f64;
+    Ok(json!({
+        "requests": batch,
+        "wall_ms": wall_ms,
+        "decode_tokens": completion,
+        "decode_tokens_per_s": per_second(completion, decode_ms),
+        "tokens_per_s_overall": per_second(completion, wall_ms),
     }))
 }
 

@@ -62,6 +62,8 @@ struct Sample {
     ttft: Option<Duration>,
     total: Duration,
     completed: bool,
+    /// The terminal event's `usage`: (prompt tokens, completion tokens).
+    usage: Option<(u64, u64)>,
 }
 
 pub fn run(args: ServeBenchArgs) -> anyhow::Result<ExitCode> {
@@ -128,7 +130,12 @@ impl BenchServer {
             .args(["--max-answer-tokens", &args.max_answer_tokens.to_string()])
             .args(["--run-workers", &run_workers(args).to_string()])
             .args(["--max-batch", &args.max_batch.to_string()])
-            .env("WARDEN_LOG", "warn")
+            // The server's own log filter: warnings, unless `WARDEN_BENCH_SERVER_LOG` asks
+            // for more (e.g. `warden=debug` shows each reasoning step's prefill and decode).
+            .env(
+                "WARDEN_LOG",
+                std::env::var("WARDEN_BENCH_SERVER_LOG").unwrap_or_else(|_| "warn".to_owned()),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
@@ -234,6 +241,12 @@ fn drive(server: &BenchServer, tokens: &[String], args: &ServeBenchArgs) -> anyh
     let completed = samples.iter().filter(|s| s.completed).count();
     let mut ttfts: Vec<f64> = samples.iter().filter_map(|s| s.ttft).map(ms).collect();
     let mut totals: Vec<f64> = samples.iter().map(|s| ms(s.total)).collect();
+    let usages: Vec<(u64, u64)> = samples.iter().filter_map(|s| s.usage).collect();
+    let mean = |pick: fn(&(u64, u64)) -> u64| {
+        (!usages.is_empty())
+            .then(|| usages.iter().map(pick).sum::<u64>() as f64 / usages.len() as f64)
+    };
+    let completion_tokens: u64 = usages.iter().map(|u| u.1).sum();
     let mut health: Vec<f64> = health
         .into_inner()
         .unwrap_or_default()
@@ -256,6 +269,9 @@ fn drive(server: &BenchServer, tokens: &[String], args: &ServeBenchArgs) -> anyh
         "ttft_ms_p95": percentile(&mut ttfts, 0.95),
         "run_ms_p50": percentile(&mut totals, 0.50),
         "run_ms_p95": percentile(&mut totals, 0.95),
+        "prompt_tokens_mean": mean(|u| u.0),
+        "completion_tokens_mean": mean(|u| u.1),
+        "completion_tokens_per_s": completion_tokens as f64 / wall.as_secs_f64(),
         "healthz_ms_p95": percentile(&mut health, 0.95),
         "healthz_ms_max": health.iter().cloned().fold(0.0, f64::max),
         "rss_mib_idle": rss_idle,
@@ -417,32 +433,67 @@ fn chat(
         let stream = ureq::get(&server.url(&format!("/api/runs/{run_id}/events")))
             .set("Authorization", auth)
             .call()?;
-        let (ttft, terminal) = follow(BufReader::new(stream.into_reader()), asked)?;
+        let end = follow(BufReader::new(stream.into_reader()), asked)?;
         lock(samples).push(Sample {
-            ttft,
+            ttft: end.ttft,
             total: asked.elapsed(),
-            completed: terminal == "run.completed",
+            completed: end.terminal == "run.completed",
+            usage: end.usage,
         });
     }
     Ok(())
 }
 
-/// Reads an SSE stream to its terminal event: (time to the first delta, terminal type).
-fn follow(reader: impl BufRead, asked: Instant) -> anyhow::Result<(Option<Duration>, String)> {
+/// What one run's event stream showed.
+struct Followed {
+    /// Time to the first `message.delta`.
+    ttft: Option<Duration>,
+    /// The terminal event's type.
+    terminal: String,
+    /// The terminal event's `usage`: (prompt tokens, completion tokens).
+    usage: Option<(u64, u64)>,
+}
+
+/// Reads an SSE stream to its terminal event and that event's data line.
+fn follow(reader: impl BufRead, asked: Instant) -> anyhow::Result<Followed> {
     let mut ttft = None;
+    let mut terminal: Option<String> = None;
     for line in reader.lines() {
         let line = line?;
-        let Some(event) = line.strip_prefix("event: ") else {
+        if let Some(event) = line.strip_prefix("event: ") {
+            if event == "message.delta" && ttft.is_none() {
+                ttft = Some(asked.elapsed());
+            }
+            if crate::runs::events::is_terminal(event) {
+                terminal = Some(event.to_owned());
+            }
             continue;
+        }
+        let Some(end) = &terminal else { continue };
+        let usage = match line.strip_prefix("data: ") {
+            Some(data) => {
+                let data: Value = serde_json::from_str(data).unwrap_or(Value::Null);
+                let count = |key: &str| data["usage"][key].as_u64();
+                count("prompt_tokens").zip(count("completion_tokens"))
+            }
+            None if line.is_empty() => None,
+            None => continue,
         };
-        if event == "message.delta" && ttft.is_none() {
-            ttft = Some(asked.elapsed());
-        }
-        if crate::runs::events::is_terminal(event) {
-            return Ok((ttft, event.to_owned()));
-        }
+        let terminal = end.clone();
+        return Ok(Followed {
+            ttft,
+            terminal,
+            usage,
+        });
     }
-    anyhow::bail!("the event stream ended without a terminal event")
+    match terminal {
+        Some(terminal) => Ok(Followed {
+            ttft,
+            terminal,
+            usage: None,
+        }),
+        None => anyhow::bail!("the event stream ended without a terminal event"),
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -479,10 +530,13 @@ mod tests {
 
     #[test]
     fn follow_finds_the_first_delta_and_the_end() {
-        let stream = "id: 1\nevent: run.started\ndata: {}\n\n: keep-alive\n\nid: 2\nevent: message.delta\ndata: {}\n\nid: 3\nevent: run.completed\ndata: {}\n\n";
-        let (ttft, end) = follow(stream.as_bytes(), Instant::now()).unwrap();
-        assert!(ttft.is_some());
-        assert_eq!(end, "run.completed");
+        let stream = "id: 1\nevent: run.started\ndata: {}\n\n: keep-alive\n\nid: 2\nevent: message.delta\ndata: {}\n\nid: 3\nevent: run.completed\ndata: {\"usage\":{\"prompt_tokens\":40,\"completion_tokens\":7}}\n\n";
+        let end = follow(stream.as_bytes(), Instant::now()).unwrap();
+        assert!(end.ttft.is_some());
+        assert_eq!(end.terminal, "run.completed");
+        assert_eq!(end.usage, Some((40, 7)));
+        let bare = "event: run.cancelled\ndata: {}\n\n";
+        assert_eq!(follow(bare.as_bytes(), Instant::now()).unwrap().usage, None);
         assert!(follow("event: run.started\n".as_bytes(), Instant::now()).is_err());
     }
 }

@@ -249,6 +249,7 @@ impl ChatRuntime {
             .iter()
             .map(|part| (part.slot, &part.tokens[..], self.cached[part.slot].len()))
             .collect();
+        let began = Instant::now();
         let mut logits = match self.model.forward_batch(&steps) {
             Ok(logits) if logits.len() == steps.len() => logits,
             Ok(_) => {
@@ -262,6 +263,12 @@ impl ChatRuntime {
                 return Err(err.into());
             }
         };
+        let forward_ms = began.elapsed().as_secs_f64() * 1e3;
+        let (parts, rows) = (
+            steps.len(),
+            steps.iter().map(|(_, t, _)| t.len()).sum::<usize>(),
+        );
+        drop(steps);
         let mut masks = self.mask_side_by_side(&plan, batch, &mut logits)?;
         for ((part, step_logits), mask) in plan.into_iter().zip(logits).zip(masks.drain(..)) {
             let (sequence, emit, cancel) = &mut batch[part.index];
@@ -291,6 +298,13 @@ impl ChatRuntime {
                 sequence.failed = Some(err);
             }
         }
+        tracing::trace!(
+            parts,
+            rows,
+            forward_ms,
+            sample_ms = began.elapsed().as_secs_f64() * 1e3 - forward_ms,
+            "model pass"
+        );
         Ok(())
     }
 

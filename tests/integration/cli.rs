@@ -132,7 +132,17 @@ fn embed_bench_prints_one_json_object() {
 #[test]
 fn inference_bench_reports_speeds_and_prefix_reuse() {
     models_dir();
-    let output = run(&["bench", "inference", "--json", "--decode-tokens", "8"]);
+    let output = run(&[
+        "bench",
+        "inference",
+        "--json",
+        "--decode-tokens",
+        "8",
+        "--batch",
+        "3",
+        "--max-batch",
+        "4",
+    ]);
     assert!(output.status.success(), "{}", stderr(&output));
     let report: serde_json::Value =
         serde_json::from_str(stdout(&output).trim()).expect("one JSON object");
@@ -150,6 +160,14 @@ fn inference_bench_reports_speeds_and_prefix_reuse() {
     assert!(
         report["follow_up_cached_tokens"].as_u64().unwrap_or(0)
             > report["prompt_tokens"].as_u64().unwrap_or(0),
+        "{report}"
+    );
+    // Three requests decoded together: every one of their tokens counted.
+    let batch = &report["batch"];
+    assert_eq!(batch["requests"], 3, "{report}");
+    assert_eq!(batch["decode_tokens"], 24, "{report}");
+    assert!(
+        batch["decode_tokens_per_s"].as_f64().unwrap_or(0.0) > 0.0,
         "{report}"
     );
 }
