@@ -33,6 +33,9 @@
 //! - `knowledge`: wiring of retrieval to the store and the engine's embedding model.
 //! - `cli`: the commands (`serve`, `ask`, `models`, `bench`, `kb`, `eval`).
 
+// Input from users, files and the network is never unwrapped; tests may.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 pub mod agent;
 pub mod build_info;
 pub mod cli;

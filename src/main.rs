@@ -1,5 +1,8 @@
 //! Entry point: parse the command line, run it, turn errors into a message and exit code.
 
+// Input from users, files and the network is never unwrapped; tests may.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
