@@ -28,7 +28,8 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 128)]
         decode_tokens: usize,
         /// Also decode this many requests at once (each its own question after the shared
-        /// prompt) and report their combined decode speed: continuous batching's gain.
+        /// prompt; at most `--max-batch`) and report their combined decode speed:
+        /// continuous batching's gain. 1: off.
         #[arg(long, default_value_t = 1)]
         batch: usize,
         #[command(flatten)]
@@ -74,8 +75,11 @@ fn inference(
     batch: usize,
     flags: &ModelFlags,
 ) -> anyhow::Result<serde_json::Value> {
-    if batch == 0 {
-        anyhow::bail!("--batch must be ≥ 1");
+    if batch == 0 || batch > flags.max_batch {
+        anyhow::bail!(
+            "--batch must be between 1 and --max-batch ({}): more would wait in the queue, not decode together",
+            flags.max_batch
+        );
     }
     let prompt = std::fs::read_to_string(prompt_file)
         .map_err(|e| anyhow::anyhow!("cannot read prompt file {}: {e}", prompt_file.display()))?;
@@ -119,7 +123,6 @@ fn inference(
     });
     if batch > 1 {
         report["batch"] = batched(model, prompt.trim(), decode_tokens, batch)?;
-        report["batch"]["max_batch"] = json!(flags.max_batch);
     }
     Ok(report)
 }

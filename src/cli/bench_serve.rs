@@ -55,6 +55,10 @@ pub struct ServeBenchArgs {
     /// Models folder for the server.
     #[arg(long, env = "WARDEN_MODELS", default_value = "models")]
     models: PathBuf,
+    /// The server's log filter (its `WARDEN_LOG`): `warden::engine::generate=trace` logs
+    /// each model pass (sequences, rows, forward and sampling ms).
+    #[arg(long, env = "WARDEN_BENCH_SERVER_LOG", default_value = "warn")]
+    server_log: String,
 }
 
 /// One finished run as the client saw it.
@@ -130,12 +134,7 @@ impl BenchServer {
             .args(["--max-answer-tokens", &args.max_answer_tokens.to_string()])
             .args(["--run-workers", &run_workers(args).to_string()])
             .args(["--max-batch", &args.max_batch.to_string()])
-            // The server's own log filter: warnings, unless `WARDEN_BENCH_SERVER_LOG` asks
-            // for more (e.g. `warden=debug` shows each reasoning step's prefill and decode).
-            .env(
-                "WARDEN_LOG",
-                std::env::var("WARDEN_BENCH_SERVER_LOG").unwrap_or_else(|_| "warn".to_owned()),
-            )
+            .env("WARDEN_LOG", &args.server_log)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
@@ -479,10 +478,9 @@ fn follow(reader: impl BufRead, asked: Instant) -> anyhow::Result<Followed> {
             None if line.is_empty() => None,
             None => continue,
         };
-        let terminal = end.clone();
         return Ok(Followed {
             ttft,
-            terminal,
+            terminal: end.clone(),
             usage,
         });
     }

@@ -265,10 +265,9 @@ impl ChatRuntime {
         };
         let forward_ms = began.elapsed().as_secs_f64() * 1e3;
         let (parts, rows) = (
-            steps.len(),
-            steps.iter().map(|(_, t, _)| t.len()).sum::<usize>(),
+            plan.len(),
+            plan.iter().map(|p| p.tokens.len()).sum::<usize>(),
         );
-        drop(steps);
         let mut masks = self.mask_side_by_side(&plan, batch, &mut logits)?;
         for ((part, step_logits), mask) in plan.into_iter().zip(logits).zip(masks.drain(..)) {
             let (sequence, emit, cancel) = &mut batch[part.index];

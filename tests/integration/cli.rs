@@ -162,6 +162,22 @@ fn inference_bench_reports_speeds_and_prefix_reuse() {
             > report["prompt_tokens"].as_u64().unwrap_or(0),
         "{report}"
     );
+    // More requests than decode together is refused before any model loads.
+    let refused = run(&[
+        "bench",
+        "inference",
+        "--json",
+        "--batch",
+        "5",
+        "--max-batch",
+        "4",
+    ]);
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("--batch must be between 1 and --max-batch (4)"),
+        "{}",
+        stderr(&refused)
+    );
     // Three requests decoded together: every one of their tokens counted.
     let batch = &report["batch"];
     assert_eq!(batch["requests"], 3, "{report}");
