@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use llguidance::api::TopLevelGrammar;
-use llguidance::toktrie::{TokEnv, TokRxInfo, TokTrie, TokenizerEnv};
+use llguidance::toktrie::{SimpleVob, TokEnv, TokRxInfo, TokTrie, TokenizerEnv};
 use llguidance::{Matcher, ParserFactory};
 use serde_json::{json, Value};
 
@@ -317,6 +317,7 @@ impl ConstraintFactory {
         Ok(Some(Constraint {
             matcher,
             vocab_size: self.vocab_size,
+            ahead: None,
         }))
     }
 }
@@ -325,15 +326,14 @@ impl ConstraintFactory {
 pub struct Constraint {
     matcher: Matcher,
     vocab_size: usize,
+    /// The tokens allowed next, when `forced` computed them ahead of `mask`.
+    ahead: Option<SimpleVob>,
 }
 
 impl Constraint {
     /// Sets every token the grammar forbids now to -inf.
     pub fn mask(&mut self, logits: &mut [f32]) -> Result<()> {
-        let allowed = self
-            .matcher
-            .compute_mask_or_eos()
-            .map_err(constraint_error)?;
+        let allowed = self.allowed()?;
         for (id, logit) in logits.iter_mut().enumerate() {
             if id >= self.vocab_size || !allowed.is_allowed(id as u32) {
                 *logit = f32::NEG_INFINITY;
@@ -342,7 +342,31 @@ impl Constraint {
         Ok(())
     }
 
+    /// The one token the grammar allows next, when it allows exactly one: sampling could
+    /// pick nothing else, so the model's logits for it are not needed. What it computed is
+    /// kept for `mask`.
+    pub fn forced(&mut self) -> Result<Option<u32>> {
+        let allowed = self.allowed()?;
+        let only = match allowed.num_set() {
+            1 => allowed
+                .first_bit_set()
+                .filter(|&id| id < self.vocab_size)
+                .map(|id| id as u32),
+            _ => None,
+        };
+        self.ahead = Some(allowed);
+        Ok(only)
+    }
+
+    fn allowed(&mut self) -> Result<SimpleVob> {
+        match self.ahead.take() {
+            Some(allowed) => Ok(allowed),
+            None => self.matcher.compute_mask_or_eos().map_err(constraint_error),
+        }
+    }
+
     pub fn advance(&mut self, token: u32) -> Result<()> {
+        self.ahead = None;
         self.matcher.consume_token(token).map_err(constraint_error)
     }
 

@@ -29,6 +29,10 @@ const PREFILL_CHUNK: usize = 512;
 /// copy them instead of computing them too.
 const SHARED_PREFIX_MIN: usize = 32;
 
+/// Tokens the grammar may force in a row before the next pass runs them (bounds one
+/// sequence's part of a pass, and the grammar work between passes).
+const FORCED_RUN_MAX: usize = 32;
+
 /// A loaded chat model with everything needed to serve requests.
 pub struct ChatRuntime {
     model: Box<dyn CausalLm>,
@@ -64,8 +68,9 @@ pub struct Sequence {
     started: Instant,
     prefill_ms: f64,
     decode_started: Instant,
-    /// The sampled token the next step runs (not yet in the cache); `None` once finished.
-    next: Option<u32>,
+    /// The tokens the next pass runs (generated, not yet in the cache): the sampled one
+    /// and any the grammar forced after it. Empty once finished.
+    next: Vec<u32>,
     /// What ended the sequence early, if anything went wrong with it alone.
     failed: Option<EngineError>,
 }
@@ -73,7 +78,7 @@ pub struct Sequence {
 impl Sequence {
     /// True once the sequence needs no more model steps.
     pub fn finished(&self) -> bool {
-        self.next.is_none() && !self.prefilling
+        self.next.is_empty() && !self.prefilling
     }
 }
 
@@ -83,6 +88,17 @@ enum Mask {
     NotYet,
     Applied,
     Failed(EngineError),
+}
+
+/// The tokens the grammar forces after one sequence's new token (`fast_forward`), each
+/// with whether it completes the grammar.
+struct Chain {
+    /// Its place in the step's batch.
+    index: usize,
+    /// How many it may take.
+    room: usize,
+    forced: Vec<(u32, bool)>,
+    failed: Option<EngineError>,
 }
 
 /// One sequence's part of a model pass.
@@ -218,7 +234,7 @@ impl ChatRuntime {
             started,
             prefill_ms: 0.0,
             decode_started: started,
-            next: None,
+            next: Vec::new(),
             failed: None,
         };
         self.adopt_prefix(&mut sequence);
@@ -293,10 +309,11 @@ impl ChatRuntime {
             };
             if let Err(err) = taken {
                 // This sequence's failure alone: `finish` reports it.
-                sequence.next = None;
+                sequence.next.clear();
                 sequence.failed = Some(err);
             }
         }
+        self.fast_forward(batch)?;
         tracing::trace!(
             parts,
             rows,
@@ -316,11 +333,11 @@ impl ChatRuntime {
         let mut prefills: Vec<&[u32]> = Vec::new();
         for (index, (sequence, _, _)) in batch.iter().enumerate() {
             let slot = sequence.slot;
-            if let Some(token) = sequence.next {
+            if !sequence.next.is_empty() {
                 plan.push(PlannedPart {
                     index,
                     slot,
-                    tokens: vec![token],
+                    tokens: sequence.next.clone(),
                 });
                 continue;
             }
@@ -453,7 +470,7 @@ impl ChatRuntime {
         cancel: &AtomicBool,
         emit: &mut Emit,
     ) -> Result<()> {
-        s.next = None;
+        s.next.clear();
         if cancel.load(Ordering::Relaxed) {
             s.finish = FinishReason::Cancelled;
             return Ok(());
@@ -465,9 +482,18 @@ impl ChatRuntime {
             return Err(EngineError::Inference("no token can be sampled".into()));
         };
         let grammar_done = advance(s.constraint.as_mut(), token)?;
+        self.accept(s, token, grammar_done, emit);
+        Ok(())
+    }
+
+    /// Takes `token` (sampled, or forced by the grammar, which is already past it) into
+    /// `s`'s output and decides whether the sequence goes on: if so the token joins the
+    /// ones the next pass runs, if not none run. Returns whether it goes on.
+    fn accept(&self, s: &mut Sequence, token: u32, grammar_done: bool, emit: &mut Emit) -> bool {
         if self.tokenizer.is_eos(token) && !s.ignore_eos {
             s.finish = FinishReason::Stop;
-            return Ok(());
+            s.next.clear();
+            return false;
         }
         s.generated.push(token);
         let bytes = if self.tokenizer.is_special(token) {
@@ -488,8 +514,98 @@ impl ChatRuntime {
         if grammar_done || repeated_call {
             s.finish = FinishReason::Stop;
         }
-        if !(stopped || grammar_done || repeated_call) && s.generated.len() < s.max_new {
-            s.next = Some(token);
+        let goes_on = !(stopped || grammar_done || repeated_call) && s.generated.len() < s.max_new;
+        if goes_on {
+            s.next.push(token);
+        } else {
+            s.next.clear();
+        }
+        goes_on
+    }
+
+    /// Runs ahead of the model where the grammar leaves no choice: after each constrained
+    /// sequence's new token, the tokens the grammar forces next (the only ones sampling
+    /// could pick) are taken at once, so the next pass runs them together as one part,
+    /// the way it runs a prompt, and computes logits only after the last. Structured
+    /// output is full of them (keys, punctuation, a tool's name once its first letters
+    /// fix it), so this saves a pass each where one sequence decodes alone and the
+    /// vocabulary projection of each in a batch; the text is the same as sampling them.
+    /// The grammar work runs on the model's threads side by side, as the masks do.
+    fn fast_forward(&self, batch: &mut [(&mut Sequence, &mut Emit, &AtomicBool)]) -> Result<()> {
+        let mut work: Vec<(&mut Constraint, Chain)> = Vec::new();
+        for (index, (s, _, _)) in batch.iter_mut().enumerate() {
+            let room = s
+                .max_new
+                .saturating_sub(s.generated.len())
+                .min(FORCED_RUN_MAX);
+            if s.next.is_empty() || room == 0 {
+                continue;
+            }
+            if let Some(constraint) = s.constraint.as_mut() {
+                let chain = Chain {
+                    index,
+                    room,
+                    forced: Vec::new(),
+                    failed: None,
+                };
+                work.push((constraint, chain));
+            }
+        }
+        let tokenizer = &*self.tokenizer;
+        let run = |(constraint, chain): &mut (&mut Constraint, Chain)| {
+            while chain.forced.len() < chain.room {
+                let token = match constraint.forced() {
+                    Ok(Some(token)) => token,
+                    Ok(None) => break,
+                    Err(err) => {
+                        chain.failed = Some(err);
+                        break;
+                    }
+                };
+                if let Err(err) = constraint.advance(token) {
+                    chain.failed = Some(err);
+                    break;
+                }
+                let done = constraint.is_finished();
+                chain.forced.push((token, done));
+                if done || tokenizer.is_eos(token) {
+                    break;
+                }
+            }
+        };
+        match self
+            .model
+            .pool()
+            .filter(|p| p.threads() > 1 && work.len() > 1)
+        {
+            Some(pool) => {
+                let units = work.len();
+                let shared = pool::SharedRows::new(&mut work);
+                let job = |mine: std::ops::Range<usize>| {
+                    for i in mine {
+                        // SAFETY: each unit is one item, and each item one chunk's alone.
+                        run(unsafe { &mut shared.slice(i, 1)[0] });
+                    }
+                };
+                pool.run_units(units, 1, &job)
+                    .map_err(|_| EngineError::Inference("a grammar thread failed".into()))?;
+            }
+            None => work.iter_mut().for_each(run),
+        }
+        let chains: Vec<Chain> = work.into_iter().map(|(_, chain)| chain).collect();
+        for chain in chains {
+            let (s, emit, _) = &mut batch[chain.index];
+            if let Some(err) = chain.failed {
+                // This sequence's failure alone: `finish` reports it.
+                s.next.clear();
+                s.failed = Some(err);
+                continue;
+            }
+            for (token, done) in chain.forced {
+                if !self.accept(s, token, done, *emit) {
+                    break;
+                }
+            }
         }
         Ok(())
     }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use super::*;
 use crate::engine::gguf::GgufFile;
 use crate::engine::models::reference::model_path;
-use crate::engine::types::{ChatMessage, Role, SamplingParams};
+use crate::engine::types::{ChatMessage, ResponseFormat, Role, SamplingParams};
 use crate::engine::worker::tokenizer_and_template;
 
 /// `(slot, tokens, position)` of each part of one pass.
@@ -198,7 +198,7 @@ fn a_long_prompt_is_prefilled_in_chunks_while_others_keep_decoding() {
         assert_eq!((slot, position), (b_slot, prefilled));
         assert!(tokens <= PREFILL_CHUNK, "a pass ran {tokens} prompt tokens");
         prefilled += tokens;
-        assert_eq!(sequences[1].next.is_some(), prefilled == b_len);
+        assert_eq!(!sequences[1].next.is_empty(), prefilled == b_len);
     }
     assert_eq!(prefilled, b_len);
     step(&mut runtime, &mut sequences, &cancels);
@@ -223,4 +223,49 @@ fn cancelling_during_prefill_ends_the_request_with_an_error() {
     let err = runtime.finish(a, &mut |_| true).unwrap_err();
     assert!(err.to_string().contains("cancelled"), "{err}");
     assert!(runtime.has_free_slot(), "the slot is free again");
+}
+
+/// Tokens the grammar forces are taken without a pass of their own: those before a free
+/// choice run together in the next pass as one part, those that end the output run in
+/// none, and the text is what the schema fixes.
+#[test]
+fn tokens_the_grammar_forces_run_together_in_one_pass() {
+    let (mut runtime, log) = runtime(1);
+    let status = "acknowledged by the on-call engineer";
+    let mut constant = request("Be brief.", "Status?", 64);
+    constant.response_format = ResponseFormat::JsonSchema(serde_json::json!({
+        "type": "object",
+        "properties": {
+            "status": {"const": status},
+            "note": {"type": "string", "maxLength": 12}
+        },
+        "required": ["status", "note"],
+        "additionalProperties": false
+    }));
+    let mut sequences = vec![runtime.start(&constant).unwrap()];
+    let cancels = [AtomicBool::new(false)];
+    let mut steps = 0;
+    while !sequences[0].finished() && steps < 64 {
+        step(&mut runtime, &mut sequences, &cancels);
+        steps += 1;
+    }
+    let a = sequences.remove(0);
+    let generated = a.generated.len();
+    let text = a.stream.text().to_owned();
+    let summary = runtime.finish(a, &mut |_| true).unwrap();
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(value["status"], status, "{text}");
+    assert!(value["note"].is_string(), "{text}");
+    assert_eq!(summary.completion_tokens, generated);
+    assert_eq!(summary.finish_reason, FinishReason::Stop);
+    let passes = log.lock().unwrap().passes.clone();
+    assert!(
+        passes.len() < generated,
+        "{} passes for {generated} tokens",
+        passes.len()
+    );
+    assert!(
+        passes[1..].iter().any(|pass| pass[0].1 > 1),
+        "no pass ran forced tokens together: {passes:?}"
+    );
 }
