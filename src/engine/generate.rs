@@ -84,8 +84,8 @@ impl Sequence {
 
 /// What was done to a part's logits before sampling.
 enum Mask {
-    /// Nothing yet: `take` masks them if the sequence is constrained.
-    NotYet,
+    /// None: the sequence is free text, or does not sample after this pass.
+    Free,
     Applied,
     Failed(EngineError),
 }
@@ -302,10 +302,7 @@ impl ChatRuntime {
             }
             let taken = match mask {
                 Mask::Failed(err) if !cancel.load(Ordering::Relaxed) => Err(err),
-                mask => {
-                    let masked = matches!(mask, Mask::Applied);
-                    self.take(sequence, step_logits, masked, cancel, *emit)
-                }
+                _ => self.take(sequence, step_logits, cancel, *emit),
             };
             if let Err(err) = taken {
                 // This sequence's failure alone: `finish` reports it.
@@ -405,19 +402,15 @@ impl ChatRuntime {
     }
 
     /// Applies the token masks of the constrained sequences that sample after this pass
-    /// (`plan[i]`'s to `logits[i]`) on the model's threads, side by side: each is its own
-    /// sequence's grammar state, so they need no order, and with many sequences they are a
-    /// real part of a decode step. Returns what happened to each part's logits.
+    /// (`plan[i]`'s to `logits[i]`), side by side. Returns what happened to each part's
+    /// logits.
     fn mask_side_by_side(
         &self,
         plan: &[PlannedPart],
         batch: &mut [(&mut Sequence, &mut Emit, &AtomicBool)],
         logits: &mut [Vec<f32>],
     ) -> Result<Vec<Mask>> {
-        let mut masks: Vec<Mask> = plan.iter().map(|_| Mask::NotYet).collect();
-        let Some(pool) = self.model.pool().filter(|p| p.threads() > 1) else {
-            return Ok(masks);
-        };
+        let mut masks: Vec<Mask> = plan.iter().map(|_| Mask::Free).collect();
         let samples: Vec<bool> = plan
             .iter()
             .map(|part| {
@@ -439,34 +432,46 @@ impl ChatRuntime {
                 work.push((constraint, part_logits, mask));
             }
         }
-        let units = work.len();
-        if units < 2 {
-            return Ok(masks);
-        }
-        let shared = pool::SharedRows::new(&mut work);
-        let job = |mine: std::ops::Range<usize>| {
-            for i in mine {
-                // SAFETY: each unit is one item, and each item one chunk's alone.
-                let (constraint, logits, mask) = unsafe { &mut shared.slice(i, 1)[0] };
-                **mask = match constraint.mask(logits) {
-                    Ok(()) => Mask::Applied,
-                    Err(err) => Mask::Failed(err),
-                };
-            }
-        };
-        pool.run_units(units, 1, &job)
-            .map_err(|_| EngineError::Inference("a token-mask thread failed".into()))?;
+        self.side_by_side(&mut work, |(constraint, logits, mask)| {
+            **mask = match constraint.mask(logits) {
+                Ok(()) => Mask::Applied,
+                Err(err) => Mask::Failed(err),
+            };
+        })?;
         drop(work);
         Ok(masks)
     }
 
-    /// Samples the token after `logits` and decides whether the sequence goes on; the
-    /// constraint's mask is applied first unless `masked`.
+    /// Runs `run` on every item, side by side on the model's threads where it has several:
+    /// each item is one sequence's grammar state, so they need no order, and with many
+    /// sequences the grammar is a real part of a decode step.
+    fn side_by_side<T: Send>(&self, items: &mut [T], run: impl Fn(&mut T) + Sync) -> Result<()> {
+        let Some(pool) = self
+            .model
+            .pool()
+            .filter(|p| p.threads() > 1 && items.len() > 1)
+        else {
+            items.iter_mut().for_each(run);
+            return Ok(());
+        };
+        let units = items.len();
+        let shared = pool::SharedRows::new(items);
+        let job = |mine: std::ops::Range<usize>| {
+            for i in mine {
+                // SAFETY: each unit is one item, and each item one chunk's alone.
+                run(unsafe { &mut shared.slice(i, 1)[0] });
+            }
+        };
+        pool.run_units(units, 1, &job)
+            .map_err(|_| EngineError::Inference("a grammar thread failed".into()))
+    }
+
+    /// Samples the token after `logits` (masked already if the sequence is constrained)
+    /// and decides whether the sequence goes on.
     fn take(
         &mut self,
         s: &mut Sequence,
         mut logits: Vec<f32>,
-        masked: bool,
         cancel: &AtomicBool,
         emit: &mut Emit,
     ) -> Result<()> {
@@ -474,9 +479,6 @@ impl ChatRuntime {
         if cancel.load(Ordering::Relaxed) {
             s.finish = FinishReason::Cancelled;
             return Ok(());
-        }
-        if let (false, Some(constraint)) = (masked, s.constraint.as_mut()) {
-            constraint.mask(&mut logits)?;
         }
         let Some(token) = s.sampler.sample(&mut logits, &s.generated) else {
             return Err(EngineError::Inference("no token can be sampled".into()));
@@ -530,7 +532,7 @@ impl ChatRuntime {
     /// output is full of them (keys, punctuation, a tool's name once its first letters
     /// fix it), so this saves a pass each where one sequence decodes alone and the
     /// vocabulary projection of each in a batch; the text is the same as sampling them.
-    /// The grammar work runs on the model's threads side by side, as the masks do.
+    /// The grammar work runs side by side, as the masks do.
     fn fast_forward(&self, batch: &mut [(&mut Sequence, &mut Emit, &AtomicBool)]) -> Result<()> {
         let mut work: Vec<(&mut Constraint, Chain)> = Vec::new();
         for (index, (s, _, _)) in batch.iter_mut().enumerate() {
@@ -573,25 +575,7 @@ impl ChatRuntime {
                 }
             }
         };
-        match self
-            .model
-            .pool()
-            .filter(|p| p.threads() > 1 && work.len() > 1)
-        {
-            Some(pool) => {
-                let units = work.len();
-                let shared = pool::SharedRows::new(&mut work);
-                let job = |mine: std::ops::Range<usize>| {
-                    for i in mine {
-                        // SAFETY: each unit is one item, and each item one chunk's alone.
-                        run(unsafe { &mut shared.slice(i, 1)[0] });
-                    }
-                };
-                pool.run_units(units, 1, &job)
-                    .map_err(|_| EngineError::Inference("a grammar thread failed".into()))?;
-            }
-            None => work.iter_mut().for_each(run),
-        }
+        self.side_by_side(&mut work, run)?;
         let chains: Vec<Chain> = work.into_iter().map(|(_, chain)| chain).collect();
         for chain in chains {
             let (s, emit, _) = &mut batch[chain.index];
