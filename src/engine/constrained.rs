@@ -3,7 +3,7 @@
 //! ([`bounded_schema`]): numbers to what a float64 holds, strings, arrays and free-form
 //! objects to configured caps, so a looping model cannot run a value past its token budget.
 //! Tool calls are `<tool_call>{"name":…,"arguments":…}</tool_call>`, one or several, in a
-//! Lark grammar that embeds the calls' JSON schema. The token trie is built straight from
+//! Lark grammar that embeds the calls' JSON schema (`tool_calls`). The token trie is built straight from
 //! the vocabulary's byte strings (no second tokenizers crate); the parser factory is built
 //! once per model and shared by its requests.
 
@@ -19,12 +19,10 @@ pub use super::schema_bounds::{bounded_schema, OutputLimits, MAX_FRACTION_DIGITS
 use super::tokenizer::TextTokenizer;
 use super::types::{ChatRequest, ResponseFormat, ToolCall, ToolChoice, ToolSpec};
 
-/// The opening and closing markers of a tool call.
-pub const TOOL_CALL_OPEN: &str = "<tool_call>";
-pub const TOOL_CALL_CLOSE: &str = "</tool_call>";
+mod tool_calls;
 
-/// Most tool calls one answer may hold.
-pub const MAX_TOOL_CALLS: usize = 8;
+use self::tool_calls::{malformed_call, scan_calls, tool_call_schema, tool_calls_lark, CallScan};
+pub use self::tool_calls::{MAX_TOOL_CALLS, TOOL_CALL_CLOSE, TOOL_CALL_OPEN};
 
 /// Compact JSON: a small model cannot wander off into endless whitespace.
 fn compact_json_options() -> Value {
@@ -134,103 +132,6 @@ impl OutputShape {
     }
 }
 
-/// The calls read from an output, in order and without repeats.
-#[derive(Default)]
-struct CallScan {
-    calls: Vec<ToolCall>,
-    /// Some call repeated an earlier one.
-    repeated: bool,
-    /// Why the output is not a clean sequence of calls (after `calls`).
-    problem: Option<String>,
-}
-
-/// `<tool_call>JSON</tool_call>`, repeated, with optional whitespace between calls.
-fn scan_calls(output: &str) -> CallScan {
-    let mut scan = CallScan::default();
-    let mut rest = output.trim();
-    while !rest.is_empty() {
-        match next_call(rest) {
-            Ok((value, after)) => {
-                let call = tool_call(&value);
-                let seen = scan
-                    .calls
-                    .iter()
-                    .any(|c| c.name == call.name && c.arguments == call.arguments);
-                if seen {
-                    scan.repeated = true;
-                } else {
-                    scan.calls.push(call);
-                }
-                rest = after.trim_start();
-            }
-            Err(reason) => {
-                scan.problem = Some(reason);
-                return scan;
-            }
-        }
-    }
-    if scan.calls.is_empty() {
-        scan.problem = Some("no tool call in the output".into());
-    }
-    scan
-}
-
-/// The JSON of the call `text` starts with, and the text after its closing tag.
-fn next_call(text: &str) -> std::result::Result<(Value, &str), String> {
-    let body = text
-        .strip_prefix(TOOL_CALL_OPEN)
-        .ok_or_else(|| format!("expected {TOOL_CALL_OPEN}"))?;
-    let mut values = serde_json::Deserializer::from_str(body).into_iter::<Value>();
-    let value = match values.next() {
-        Some(Ok(value)) => value,
-        Some(Err(err)) => return Err(err.to_string()),
-        None => return Err("no JSON after the opening tag".into()),
-    };
-    let after = body.get(values.byte_offset()..).unwrap_or_default();
-    let rest = after
-        .trim_start()
-        .strip_prefix(TOOL_CALL_CLOSE)
-        .ok_or_else(|| format!("expected {TOOL_CALL_CLOSE}"))?;
-    Ok((value, rest))
-}
-
-fn malformed_call(reason: String) -> EngineError {
-    EngineError::Inference(format!("constrained tool call did not parse: {reason}"))
-}
-
-fn tool_call(value: &Value) -> ToolCall {
-    let name = value
-        .get("name")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    let arguments = value.get("arguments").cloned().unwrap_or_else(|| json!({}));
-    ToolCall {
-        id: new_call_id(),
-        name,
-        arguments: arguments.to_string(),
-    }
-}
-
-/// The Lark grammar of one or more tool calls, optionally as an alternative to free text
-/// (which then may not start with `<`, so that the first character decides).
-fn tool_calls_lark(
-    schema: &Value,
-    limits: &OutputLimits,
-    max_calls: usize,
-    or_text: bool,
-) -> String {
-    let schema = with_compact_options(bounded_schema(schema, limits));
-    let start = if or_text { "TEXT | calls" } else { "calls" };
-    let calls = match max_calls {
-        0 | 1 => "call".to_string(),
-        n => format!("call (SEP? call){{0,{}}}", n - 1),
-    };
-    format!(
-        "start: {start}\ncalls: {calls}\ncall: \"{TOOL_CALL_OPEN}\" call_json \"{TOOL_CALL_CLOSE}\"\ncall_json: %json {schema}\nSEP: /[ \\n]{{1,2}}/\nTEXT: /[^<][\\s\\S]*/\n"
-    )
-}
-
 fn with_compact_options(mut schema: Value) -> Value {
     if let Some(object) = schema.as_object_mut() {
         object
@@ -238,41 +139,6 @@ fn with_compact_options(mut schema: Value) -> Value {
             .or_insert_with(compact_json_options);
     }
     schema
-}
-
-/// `{"name": <tool>, "arguments": <its parameters>}` for any of `tools`.
-fn tool_call_schema(tools: &[&ToolSpec]) -> Value {
-    let options: Vec<Value> = tools
-        .iter()
-        .map(|tool| {
-            let mut parameters = if tool.parameters.is_object() {
-                tool.parameters.clone()
-            } else {
-                json!({"type": "object"})
-            };
-            // Arguments are always a JSON object, even when the schema forgets to say so.
-            if let Some(map) = parameters.as_object_mut() {
-                map.entry("type").or_insert_with(|| json!("object"));
-            }
-            json!({
-                "type": "object",
-                "properties": {"name": {"const": tool.name}, "arguments": parameters},
-                "required": ["name", "arguments"],
-                "additionalProperties": false
-            })
-        })
-        .collect();
-    if options.len() == 1 {
-        options.into_iter().next().unwrap_or_default()
-    } else {
-        json!({"anyOf": options})
-    }
-}
-
-fn new_call_id() -> String {
-    use rand::Rng;
-    let mut rng = rand::rng();
-    format!("call_{:016x}", rng.random::<u64>())
 }
 
 /// The model-wide part: token trie, parser factory and the output limits.
