@@ -97,8 +97,7 @@ struct Chain {
     index: usize,
     /// How many it may take.
     room: usize,
-    forced: Vec<(u32, bool)>,
-    failed: Option<EngineError>,
+    forced: Result<Vec<(u32, bool)>>,
 }
 
 /// One sequence's part of a model pass.
@@ -547,47 +546,30 @@ impl ChatRuntime {
                 let chain = Chain {
                     index,
                     room,
-                    forced: Vec::new(),
-                    failed: None,
+                    forced: Ok(Vec::new()),
                 };
                 work.push((constraint, chain));
             }
         }
         let tokenizer = &*self.tokenizer;
-        let run = |(constraint, chain): &mut (&mut Constraint, Chain)| {
-            while chain.forced.len() < chain.room {
-                let token = match constraint.forced() {
-                    Ok(Some(token)) => token,
-                    Ok(None) => break,
-                    Err(err) => {
-                        chain.failed = Some(err);
-                        break;
-                    }
-                };
-                if let Err(err) = constraint.advance(token) {
-                    chain.failed = Some(err);
-                    break;
-                }
-                let done = constraint.is_finished();
-                chain.forced.push((token, done));
-                if done || tokenizer.is_eos(token) {
-                    break;
-                }
-            }
-        };
-        self.side_by_side(&mut work, run)?;
+        self.side_by_side(&mut work, |(constraint, chain)| {
+            chain.forced = forced_run(constraint, chain.room, tokenizer);
+        })?;
         let chains: Vec<Chain> = work.into_iter().map(|(_, chain)| chain).collect();
         for chain in chains {
             let (s, emit, _) = &mut batch[chain.index];
-            if let Some(err) = chain.failed {
-                // This sequence's failure alone: `finish` reports it.
-                s.next.clear();
-                s.failed = Some(err);
-                continue;
-            }
-            for (token, done) in chain.forced {
-                if !self.accept(s, token, done, *emit) {
-                    break;
+            match chain.forced {
+                Ok(forced) => {
+                    for (token, done) in forced {
+                        if !self.accept(s, token, done, *emit) {
+                            break;
+                        }
+                    }
+                }
+                Err(err) => {
+                    // This sequence's failure alone: `finish` reports it.
+                    s.next.clear();
+                    s.failed = Some(err);
                 }
             }
         }
@@ -624,6 +606,27 @@ impl ChatRuntime {
 
 fn common_prefix(a: &[u32], b: &[u32]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// The tokens the grammar forces from its state, at most `room`, each with whether it
+/// completes the grammar; the constraint ends past them.
+fn forced_run(
+    constraint: &mut Constraint,
+    room: usize,
+    tokenizer: &TextTokenizer,
+) -> Result<Vec<(u32, bool)>> {
+    let mut forced = Vec::new();
+    while forced.len() < room {
+        let Some(token) = constraint.forced()? else {
+            break;
+        };
+        let done = advance(Some(&mut *constraint), token)?;
+        forced.push((token, done));
+        if done || tokenizer.is_eos(token) {
+            break;
+        }
+    }
+    Ok(forced)
 }
 
 /// Feeds a sampled token to the constraint; true when the grammar is now complete.
