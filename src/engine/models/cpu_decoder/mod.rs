@@ -346,25 +346,22 @@ impl CpuDecoder {
         b.attended.clear();
         b.attended.resize(rows * q_width, 0.0);
         let out = pool::SharedRows::new(&mut b.attended);
-        let (heads, group) = (h.heads, h.heads / h.kv_heads);
+        let group = h.heads / h.kv_heads;
         let (q, slots) = (&b.q, &self.slots);
-        // With enough work to share, a unit takes all the query heads of one KV head, so
-        // its keys and values come from memory once; a query's result is the same either way.
-        let per_unit = if rows * h.kv_heads >= 2 * matmul.pool().threads() {
-            group
-        } else {
-            1
-        };
-        let units = rows * heads / per_unit;
+        // A unit is one row's query heads of one KV head, so its keys and values come from
+        // memory once (a query's result is the same either way). Even a lone decode row,
+        // whose few units leave a thread idle part of the time, is faster so than with a
+        // unit per query head, each reading its KV head again.
+        let units = rows * h.kv_heads;
         let job = |scratch: &mut Scratch, mine: std::ops::Range<usize>| {
-            let mut queries = Vec::with_capacity(per_unit);
-            let mut targets = Vec::with_capacity(per_unit);
+            let mut queries = Vec::with_capacity(group);
+            let mut targets = Vec::with_capacity(group);
             wide(|| {
                 for unit in mine {
-                    let (row, first) = ((unit * per_unit) / heads, (unit * per_unit) % heads);
+                    let (row, kv_head) = (unit / h.kv_heads, unit % h.kv_heads);
                     queries.clear();
                     targets.clear();
-                    for head in first..first + per_unit {
+                    for head in kv_head * group..(kv_head + 1) * group {
                         let at = row * q_width + head * head_dim;
                         queries.push(&q[at..at + head_dim]);
                         // SAFETY: (row, head) owns these head_dim floats of `attended`.
@@ -374,7 +371,7 @@ impl CpuDecoder {
                         index,
                         &queries,
                         row_position[row],
-                        first / group,
+                        kv_head,
                         scratch,
                         &mut targets,
                     );
