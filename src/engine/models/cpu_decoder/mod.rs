@@ -349,9 +349,9 @@ impl CpuDecoder {
         let group = h.heads / h.kv_heads;
         let (q, slots) = (&b.q, &self.slots);
         // A unit is one row's query heads of one KV head, so its keys and values come from
-        // memory once (a query's result is the same either way). Even a lone decode row,
-        // whose few units leave a thread idle part of the time, is faster so than with a
-        // unit per query head, each reading its KV head again.
+        // memory once (a query's result is the same either way). Even for a lone decode
+        // row, whose few units leave a thread idle part of the time, this beats a unit per
+        // query head, each reading its KV head again.
         let units = rows * h.kv_heads;
         let job = |scratch: &mut Scratch, mine: std::ops::Range<usize>| {
             let mut queries = Vec::with_capacity(group);
