@@ -42,7 +42,13 @@ pub fn exp(x: f32) -> f32 {
     p = p * r + 1.666_666_5e-1;
     p = p * r + 5.000_000_1e-1;
     let e = p * r * r + r + 1.0;
-    let scale = f32::from_bits((((n as i32) + 127) as u32) << 23);
+    // `n as i32` saturates, which compiles to a scalar conversion per lane with NaN and
+    // range checks: it cost more than the rest of the function. `n` is within
+    // −126..=128 for any number (NaN aside, which the bounds map into range, and `e`
+    // stays NaN), so the unchecked conversion is exact and vectorizes.
+    // SAFETY: the value is finite and within i32's range.
+    let n = unsafe { n.max(-127.0).min(128.0).to_int_unchecked::<i32>() };
+    let scale = f32::from_bits(((n + 127) as u32) << 23);
     e * scale
 }
 
@@ -83,6 +89,8 @@ mod tests {
         }
         assert_eq!(exp(0.0), 1.0);
         assert!(exp(-1000.0) >= 0.0 && exp(-1000.0) < 1e-37);
+        assert_eq!(exp(1000.0), f32::INFINITY);
+        assert!(exp(f32::NAN).is_nan());
     }
 
     #[test]
