@@ -224,6 +224,14 @@ impl LiveIo<'_, '_> {
     }
 }
 
+/// What a tool's `tool.completed` says of its output.
+fn output_summary(output: &ToolOutput) -> String {
+    match output.status {
+        super::tools::ToolStatus::Ok => format!("{} records", output.items.len()),
+        super::tools::ToolStatus::Unavailable => "source unavailable".to_owned(),
+    }
+}
+
 /// What a tool failure may say in public: its class, never paths or source text.
 fn public_tool_error(err: &super::tools::ToolError) -> &'static str {
     match err {
@@ -282,8 +290,26 @@ impl GraphIo for LiveIo<'_, '_> {
         let call_id: String = key.chars().take(12).collect();
         match self.claim(&key, index, tool).map_err(IoError::Stopped)? {
             ClaimOutcome::Reuse(text) => {
-                return serde_json::from_str(&text)
-                    .map_err(|_| IoError::Failed("the stored result is unreadable".to_owned()))
+                let output: ToolOutput = serde_json::from_str(&text)
+                    .map_err(|_| IoError::Failed("the stored result is unreadable".to_owned()))?;
+                // Settled before a kill that came ahead of its `tool.completed`: announce
+                // it now, once, so every completed call has its event.
+                let announced = self
+                    .context
+                    .store
+                    .completion_announced(&self.run_id, &call_id)
+                    .map_err(|err| IoError::Stopped(ledger_stop(err)))?;
+                if !announced {
+                    self.sink
+                        .emit(RunEvent::ToolCompleted {
+                            call_id,
+                            name: tool.to_owned(),
+                            status: "ok".to_owned(),
+                            summary: output_summary(&output),
+                        })
+                        .map_err(IoError::Stopped)?;
+                }
+                return Ok(output);
             }
             ClaimOutcome::Run => {}
             ClaimOutcome::FailedBefore(error) => return Err(IoError::Failed(error)),
@@ -301,13 +327,7 @@ impl GraphIo for LiveIo<'_, '_> {
             .map_err(IoError::Stopped)?;
         let result = run_tool(self.context.source, tool, args);
         let (status, summary) = match &result {
-            Ok(output) => (
-                "ok",
-                match output.status {
-                    super::tools::ToolStatus::Ok => format!("{} records", output.items.len()),
-                    super::tools::ToolStatus::Unavailable => "source unavailable".to_owned(),
-                },
-            ),
+            Ok(output) => ("ok", output_summary(output)),
             Err(err) => {
                 tracing::warn!(tool, "diagnostic tool failed: {err}");
                 ("error", public_tool_error(err).to_owned())

@@ -80,6 +80,10 @@ pub trait ToolLedger {
     ) -> Result<()>;
     /// The run's ledger as (step, tool, state), in order.
     fn tool_calls_of_run(&self, run_id: &str) -> Result<Vec<(i64, String, LedgerState)>>;
+    /// Whether the run's events hold the `tool.completed` of call `call_id`. A kill can
+    /// fall between a call's settlement and that event, so a resumed run that reuses a
+    /// settled result asks before announcing it.
+    fn completion_announced(&self, run_id: &str, call_id: &str) -> Result<bool>;
 }
 
 impl ToolLedger for Store {
@@ -177,6 +181,17 @@ impl ToolLedger for Store {
             )?;
             let rows = statement.query_map([run_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
             Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+    }
+
+    fn completion_announced(&self, run_id: &str, call_id: &str) -> Result<bool> {
+        self.read(|c| {
+            Ok(c.query_row(
+                "SELECT EXISTS (SELECT 1 FROM run_events WHERE run_id = ?1
+                     AND type = 'tool.completed' AND json_extract(data, '$.call_id') = ?2)",
+                params![run_id, call_id],
+                |r| r.get(0),
+            )?)
         })
     }
 }

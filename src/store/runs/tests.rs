@@ -410,3 +410,26 @@ fn events_after_replays_from_a_seq_within_the_limit() {
         5
     );
 }
+
+#[test]
+fn a_tool_calls_completion_is_found_by_its_call_id() {
+    use crate::store::ToolLedger;
+    let (_dir, store) = store();
+    let run = queue_runs(&store, 1).remove(0);
+    store.claim_next("w1", 2, LEASE).unwrap().unwrap();
+    let completed = NewEvent {
+        event_type: "tool.completed",
+        data: r#"{"call_id":"abc123","name":"app_log","status":"ok","summary":"3 records"}"#,
+    };
+    let started = NewEvent {
+        event_type: "tool.started",
+        data: r#"{"call_id":"def456","name":"app_log"}"#,
+    };
+    store.append_event_as(&run, "w1", &started, 3).unwrap();
+    assert!(!store.completion_announced(&run, "abc123").unwrap());
+    store.append_event_as(&run, "w1", &completed, 4).unwrap();
+    assert!(store.completion_announced(&run, "abc123").unwrap());
+    // Only a completion counts, and only of that call in that run.
+    assert!(!store.completion_announced(&run, "def456").unwrap());
+    assert!(!store.completion_announced("run_other", "abc123").unwrap());
+}
