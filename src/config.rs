@@ -286,6 +286,22 @@ fn model_spec(
     kind: ModelKind,
     reference: Option<&str>,
 ) -> Result<ModelSpec, ConfigError> {
+    // A manifest model's name picks that model (`--chat-model smollm2-135m-instruct`).
+    let named = reference.and_then(|name| {
+        let manifest = Manifest::load(&flags.models).ok()?;
+        manifest
+            .models
+            .iter()
+            .find(|m| m.kind == kind && m.name == name)
+            .map(|m| ModelSpec {
+                id: m.name.clone(),
+                kind,
+                path: flags.models.join(&m.path),
+            })
+    });
+    if let Some(spec) = named {
+        return Ok(spec);
+    }
     match reference {
         Some(reference) => {
             let path = resolve(reference, &flags.models)?;

@@ -15,7 +15,7 @@ import { openPassage } from './passage.js';
 
 /** The event types this view draws (the others are the run's lifecycle and its text). */
 export const AGENT_EVENTS = new Set(['route.decided', 'tool.started', 'tool.completed', 'citation', 'card',
-  'confirmation.required', 'clarification.needed', 'run.degraded']);
+  'confirmation.required', 'clarification.needed', 'run.degraded', 'answer.basis']);
 
 /** Creates the agent parts of one answer. */
 export function createAnswerView() {
@@ -40,6 +40,8 @@ class AnswerView {
     this.cards = h('div', { className: 'agent-cards', hidden: true });
     this.actions = h('div', { className: 'agent-actions', hidden: true });
     this.notices = h('div', { className: 'agent-notices', hidden: true });
+    /** Says above the text when a knowledge answer is quoted passages or an abstention. */
+    this.basis = h('p', { className: 'answer-basis', testid: 'answer-basis', hidden: true });
     this.sourceList = h('ol', { className: 'source-list' });
     this.sources = h('section', { className: 'sources', testid: 'sources', hidden: true },
       bindText(h('h3', { className: 'sources-title' }), 'citation.sources'), this.sourceList);
@@ -50,7 +52,7 @@ class AnswerView {
 
   /** The parts drawn above the answer text. */
   get before() {
-    return [this.route, this.tools, this.cards];
+    return [this.route, this.tools, this.cards, this.basis];
   }
 
   /** The parts drawn below the answer text. */
@@ -91,6 +93,13 @@ class AnswerView {
       case 'clarification.needed':
         this.setQuestion(data.question);
         return true; // The text may be the question itself, shown once.
+      case 'answer.basis':
+        if (data.basis === 'extractive' || data.basis === 'abstained') {
+          bindText(this.basis, `agent.basis_${data.basis}`);
+          this.basis.dataset.basis = data.basis;
+          this.basis.hidden = false;
+        }
+        return false;
       case 'run.degraded':
         if (this.once(`degraded ${text(data.reason)}`)) {
           this.notices.appendChild(bindText(h('p', { className: 'degraded-notice', testid: 'degraded' }), 'agent.degraded', { reason: text(data.reason) }));

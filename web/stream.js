@@ -11,7 +11,7 @@ export const TERMINAL_EVENTS = new Set(['run.completed', 'run.failed', 'run.canc
 /** The closed set of public run event types (an EventSource only reports named types it is asked for). */
 export const RUN_EVENT_TYPES = [
   'run.started', 'run.resumed', 'context.prepared', 'memory.compacted', 'route.decided', 'tool.started', 'tool.completed', 'citation', 'card',
-  'confirmation.required', 'clarification.needed', 'run.degraded', 'message.delta', 'diagnostic.node',
+  'confirmation.required', 'clarification.needed', 'run.degraded', 'message.delta', 'diagnostic.node', 'answer.unsupported', 'answer.basis',
   ...TERMINAL_EVENTS,
 ];
 /** How many finished runs replay at once; browsers allow about six connections per host. */

@@ -148,7 +148,10 @@ function describe(row) {
     }
     case 'run.failed':
     case 'run.degraded':
+    case 'answer.unsupported':
       return ['timeline.plain', { text: text(data.reason) }];
+    case 'answer.basis':
+      return ['timeline.plain', { text: text(data.basis) }];
     case 'context.prepared': {
       const used = ['system', 'tools', 'memory', 'history', 'question', 'reserved_output']
         .reduce((sum, part) => sum + (typeof data[part] === 'number' ? data[part] : 0), 0);

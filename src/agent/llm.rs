@@ -28,6 +28,9 @@ pub enum CallError {
     Model(String),
     #[error("the model's output was not valid JSON: {0}")]
     Unparsable(String),
+    /// The caller's text callback ended the generation early (it had seen enough).
+    #[error("the generation was ended by its reader")]
+    Halted,
 }
 
 impl From<TurnStop> for CallError {
@@ -45,8 +48,9 @@ pub struct Call<'a> {
     pub format: ResponseFormat,
     /// Text the answer already starts with (a resumed run).
     pub assistant_prefix: Option<String>,
-    /// Called with each piece of generated text as it arrives (and the sink, to stream it).
-    pub on_text: Option<&'a mut dyn FnMut(&str, &mut dyn TurnSink) -> Result<(), TurnStop>>,
+    /// Called with each piece of generated text as it arrives (and the sink, to stream it);
+    /// `Ok(false)` ends the generation (the call returns `Halted`).
+    pub on_text: Option<&'a mut dyn FnMut(&str, &mut dyn TurnSink) -> Result<bool, TurnStop>>,
 }
 
 /// Runs the call to its end; the whole text and the generation's summary.
@@ -90,7 +94,9 @@ pub fn generate(
             StreamItem::Event(GenerationEvent::Delta(piece)) => {
                 text.push_str(&piece);
                 if let Some(on_text) = call.on_text.as_mut() {
-                    on_text(&piece, sink)?;
+                    if !on_text(&piece, sink)? {
+                        return Err(CallError::Halted);
+                    }
                 }
             }
             StreamItem::Event(GenerationEvent::Done(summary)) => return Ok((text, summary)),

@@ -10,6 +10,8 @@ pub mod backends;
 pub mod compaction;
 mod direct;
 pub mod envelope;
+pub mod faithfulness;
+mod grounded;
 pub mod llm;
 pub mod memory;
 mod memory_rules;
@@ -376,6 +378,9 @@ impl TurnHandler for Agent {
             Mode::DirectRead => direct::read(&mut core, &mut runner, &route, &policy),
             Mode::ConfirmationRequired => direct::confirm(&mut core, &mut runner, &route),
             Mode::Clarification => direct::clarify(&mut core, &route),
+            Mode::BoundedReact if policy.postcondition == policy::Postcondition::CitedAnswer => {
+                grounded::run(&mut core, &mut runner, &policy)
+            }
             Mode::BoundedReact => react::run(&mut core, &mut runner, &policy),
         }
     }

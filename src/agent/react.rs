@@ -372,13 +372,13 @@ impl Loop<'_, '_> {
         );
         let result = {
             let mut on_text =
-                |piece: &str, sink: &mut dyn crate::runs::TurnSink| -> Result<(), TurnStop> {
+                |piece: &str, sink: &mut dyn crate::runs::TurnSink| -> Result<bool, TurnStop> {
                     summary_text.push_str(&thought.push(piece));
                     if thought.is_done() && !guard.is_armed() {
                         guard.arm(phrase_of(&summary_text));
                     }
                     let text = guard.push(&answer.push(piece));
-                    publisher.publish(&text, sink)
+                    publisher.publish(&text, sink).map(|()| true)
                 };
             llm::generate(
                 core.model,

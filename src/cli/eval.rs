@@ -62,6 +62,25 @@ pub enum EvalCommand {
         #[command(flatten)]
         models: ModelFlags,
     },
+    /// Answer quality of knowledge questions (JSON lines `{"id", "question", "answers",
+    /// "answerable"}`; see tests/data/answers/README.md): KB_DIR is ingested into a fresh
+    /// data folder and every question is answered through the server's chat path.
+    Answers {
+        /// A folder of Markdown, text, HTML, PDF or DOCX files.
+        kb_dir: PathBuf,
+        questions: PathBuf,
+        /// Print JSON (the only output format; kept for clarity in scripts).
+        #[arg(long)]
+        json: bool,
+        /// Run only the first N cases (after --stride).
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Run every Nth case (a representative slice of a large set).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+        stride: u16,
+        #[command(flatten)]
+        models: ModelFlags,
+    },
     /// The incident diagnostic graph on scenario packs (see README "Scenario packs"): root
     /// cause, trigger, evidence, recovery mode and safety per pack, 0–100 scores. Exit 1 on
     /// any safety violation.
@@ -90,6 +109,26 @@ pub fn run(command: EvalCommand) -> anyhow::Result<ExitCode> {
         EvalCommand::Diagnostics(args) => return super::eval_diagnostics::run(args),
         other => other,
     };
+    if let EvalCommand::Answers {
+        kb_dir,
+        questions,
+        limit,
+        stride,
+        models,
+        ..
+    } = command
+    {
+        let engine = super::load_engine(&models, Needs::Both)?;
+        let options = super::eval_answers::Options {
+            kb: kb_dir,
+            file: questions,
+            limit,
+            stride: usize::from(stride),
+        };
+        let report = super::eval_answers::run(&options, &engine)?;
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(ExitCode::SUCCESS);
+    }
     if let EvalCommand::Conversations {
         file,
         limit,

@@ -202,7 +202,7 @@ fn build_template(dir: &Path, embedder: &EmbedModelHandle, sample_kb: &Path) -> 
     Ok(())
 }
 
-fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+pub(super) fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(to)?;
     for entry in std::fs::read_dir(from)? {
         let entry = entry?;
@@ -283,6 +283,37 @@ fn run_case(
     let owner = *users
         .get(&case.user)
         .context("the case's user is not a setup user")?;
+    let workers = chat_workers(store.clone(), library, chat)?;
+    let conversation = store.create_conversation(owner, "eval", now)?;
+    let mut observed = Observed::default();
+    for (index, turn) in case.turns.iter().enumerate() {
+        let started = Instant::now();
+        let posted = store.add_user_message_with_run(
+            owner,
+            &conversation.id,
+            turn,
+            crate::runs::now_secs(),
+        )?;
+        workers.wake();
+        let status = wait_for_end(&store, owner, &posted.run_id)?;
+        if index + 1 == case.turns.len() {
+            observed = observe(&store, owner, &posted.run_id, case)?;
+            observed.status = status;
+            observed.latency_ms = started.elapsed().as_secs_f64() * 1e3;
+        }
+    }
+    workers.stop();
+    Ok(observed)
+}
+
+
+/// The run workers answering chat turns with the agent wired as the server wires it: the
+/// library as its search, the sample playbooks and skills, one worker.
+pub(super) fn chat_workers(
+    store: Arc<Store>,
+    library: Arc<crate::retrieval::Library>,
+    chat: &crate::engine::ChatModelHandle,
+) -> anyhow::Result<RunWorkers> {
     let search: Arc<dyn KnowledgeSearch> = Arc::new(LibrarySearch(library));
     let agent = Agent::new(
         store.clone(),
@@ -312,29 +343,10 @@ fn run_case(
         },
         Arc::new(crate::metrics::Metrics::new()),
     )?;
-    let conversation = store.create_conversation(owner, "eval", now)?;
-    let mut observed = Observed::default();
-    for (index, turn) in case.turns.iter().enumerate() {
-        let started = Instant::now();
-        let posted = store.add_user_message_with_run(
-            owner,
-            &conversation.id,
-            turn,
-            crate::runs::now_secs(),
-        )?;
-        workers.wake();
-        let status = wait_for_end(&store, owner, &posted.run_id)?;
-        if index + 1 == case.turns.len() {
-            observed = observe(&store, owner, &posted.run_id, case)?;
-            observed.status = status;
-            observed.latency_ms = started.elapsed().as_secs_f64() * 1e3;
-        }
-    }
-    workers.stop();
-    Ok(observed)
+    Ok(workers)
 }
 
-fn wait_for_end(store: &Store, owner: i64, run_id: &str) -> anyhow::Result<String> {
+pub(super) fn wait_for_end(store: &Store, owner: i64, run_id: &str) -> anyhow::Result<String> {
     let started = Instant::now();
     loop {
         let run = store.run(owner, run_id)?;

@@ -9,6 +9,7 @@ mod bench_context;
 mod bench_serve;
 mod diagnose;
 mod eval;
+mod eval_answers;
 mod eval_conversations;
 mod eval_diagnostics;
 mod groups;

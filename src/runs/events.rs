@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 /// Every public event type, in the order a run usually emits them. The UI, the CLI bench
 /// and replay know exactly these.
-pub const EVENT_TYPES: [&str; 16] = [
+pub const EVENT_TYPES: [&str; 18] = [
     "run.started",
     "run.resumed",
     "context.prepared",
@@ -24,6 +24,8 @@ pub const EVENT_TYPES: [&str; 16] = [
     "run.cancelled",
     "run.degraded",
     "diagnostic.node",
+    "answer.unsupported",
+    "answer.basis",
 ];
 
 /// The event type names that end a run's stream.
@@ -160,6 +162,18 @@ pub enum RunEvent {
     Degraded {
         reason: String,
     },
+    /// The faithfulness gate held back what the model wrote (a sentence its cited
+    /// passages do not support, or an answer cut off or without facts); the reason, never
+    /// the rejected text.
+    AnswerUnsupported {
+        reason: String,
+    },
+    /// What a knowledge answer rests on: `passages` (the model's sentences, each checked
+    /// against the passages it cites), `extractive` (the passage lines that best match the
+    /// question, quoted) or `abstained` (nothing the user may read holds the answer).
+    AnswerBasis {
+        basis: String,
+    },
     /// More text of the assistant's answer.
     MessageDelta {
         text: String,
@@ -205,6 +219,8 @@ impl RunEvent {
             RunEvent::ClarificationNeeded { .. } => "clarification.needed",
             RunEvent::Degraded { .. } => "run.degraded",
             RunEvent::MessageDelta { .. } => "message.delta",
+            RunEvent::AnswerUnsupported { .. } => "answer.unsupported",
+            RunEvent::AnswerBasis { .. } => "answer.basis",
             RunEvent::DiagnosticNode { .. } => "diagnostic.node",
             RunEvent::Completed { .. } => "run.completed",
             RunEvent::Failed { .. } => "run.failed",
@@ -244,6 +260,8 @@ impl RunEvent {
             RunEvent::ClarificationNeeded { question } => json!({ "question": question }),
             RunEvent::Degraded { reason } => json!({ "reason": reason }),
             RunEvent::MessageDelta { text } => json!({ "text": text }),
+            RunEvent::AnswerUnsupported { reason } => json!({ "reason": reason }),
+            RunEvent::AnswerBasis { basis } => json!({ "basis": basis }),
             RunEvent::DiagnosticNode {
                 task_id,
                 node,

@@ -13,10 +13,16 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The chat model control-plane tests run on (routing, budgets, durability, the API's
+/// shape): the fast 135M one, chosen by its manifest name. Answer-quality tests use the
+/// default model instead (`warden_on_default_model`).
+pub const CONTROL_PLANE_MODEL: &str = "smollm2-135m-instruct";
+
 /// The repository's models folder; panics with instructions when the defaults are absent.
 pub fn models_dir() -> PathBuf {
     let dir = repo().join("models");
     for file in [
+        "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
         "SmolLM2-135M-Instruct.Q4_1.gguf",
         "all-MiniLM-L6-v2/model.safetensors",
     ] {
@@ -41,8 +47,18 @@ pub fn warden() -> Command {
         // with a thread per core each would contend for both (spinning workers make that
         // several times slower, not twice).
         .env("WARDEN_THREADS", "1")
-        .env_remove("WARDEN_CHAT_MODEL")
+        .env("WARDEN_CHAT_MODEL", CONTROL_PLANE_MODEL)
         .env_remove("WARDEN_EMBED_MODEL");
+    command
+}
+
+/// `warden` on the manifest's default chat model, with every CPU: for the answer-quality
+/// tests, which run one at a time in their own test.
+pub fn warden_on_default_model() -> Command {
+    let mut command = warden();
+    command
+        .env_remove("WARDEN_CHAT_MODEL")
+        .env_remove("WARDEN_THREADS");
     command
 }
 

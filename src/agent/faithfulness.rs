@@ -1,0 +1,369 @@
+//! The faithfulness gate: whether a sentence of a knowledge answer is supported by the
+//! passages it cites, decided in code. Both are compared as content terms the way the
+//! search index reads them (English stemmed, Chinese segmented into dictionary words, stop
+//! and question words dropped); numbers, commands
+//! in backticks, paths and flags must appear verbatim (after normalisation) in a cited
+//! passage. A sentence with too few content terms to state a fact passes. Also splits a
+//! streamed answer into whole sentences, so nothing is shown before it is checked, and
+//! scores passage lines against a question for the extractive answer. Pure functions.
+
+use std::collections::HashSet;
+use std::sync::OnceLock;
+
+use crate::retrieval::cjk;
+
+/// Share of a sentence's content terms a passage must hold for the sentence to be
+/// supported by it.
+pub const SUPPORT_SHARE: f64 = 0.5;
+/// Content terms below which a sentence states no fact of its own ("Here is how:").
+const FACT_TERMS: usize = 3;
+
+/// English words that carry no fact.
+const STOP_WORDS: &[&str] = &[
+    "a", "about", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as",
+    "at", "be", "because", "been", "before", "being", "both", "but", "by", "can", "could",
+    "did", "do", "does", "doing", "done", "each", "either", "else", "every", "first", "for",
+    "from", "further", "get", "had", "has", "have", "having", "he", "her", "here", "him",
+    "his", "how", "however", "i", "if", "in", "into", "is", "it", "its", "just", "let",
+    "may", "me", "might", "more", "most", "must", "my", "need", "no", "nor", "not", "now",
+    "of", "on", "once", "one", "only", "or", "other", "our", "out", "over", "own", "per",
+    "please", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their",
+    "them", "then", "there", "these", "they", "this", "those", "through", "to", "too",
+    "under", "until", "up", "upon", "us", "use", "used", "using", "very", "via", "was", "we",
+    "were", "what", "when", "where", "whether", "which", "while", "who", "whom", "why",
+    "will", "with", "would", "you", "your", "yours", "according", "passage", "passages",
+    "document", "documents", "knowledge", "base", "step", "steps", "answer", "question",
+];
+
+/// Chinese words that carry no fact: function characters on their own and question words.
+const CJK_STOP_WORDS: &[&str] = &[
+    "的", "了", "是", "在", "和", "与", "或", "及", "就", "都", "而", "也", "把", "被", "对",
+    "从", "到", "为", "以", "这", "那", "有", "个", "之", "其", "中", "等", "并", "可", "要",
+    "会", "先", "再", "吗", "呢", "吧", "啊", "什么", "怎么", "怎样", "如何", "哪些", "哪个",
+    "哪", "为什么", "多少", "是否", "应该", "需要", "可以", "一个", "这个", "那个", "时候",
+    "我们", "你", "我", "他", "它", "请问", "首先", "然后",
+];
+
+/// The content terms of a text, as the search index reads words (English stemmed, Chinese
+/// segmented by its dictionary), stop words and question words left out.
+pub fn content_terms(text: &str) -> HashSet<String> {
+    let mut analyzer = cjk::text_analyzer();
+    let stop = stop_terms();
+    cjk::analyze(&mut analyzer, text)
+        .into_iter()
+        .filter(|term| !stop.contains(term) && !CJK_STOP_WORDS.contains(&term.as_str()))
+        .filter(|term| term.chars().count() > 1 || term.chars().all(|c| c.is_ascii_digit() || is_cjk(c)))
+        .collect()
+}
+
+/// The English stop words as the analyzer stems them, computed once.
+fn stop_terms() -> &'static HashSet<String> {
+    static STOP: OnceLock<HashSet<String>> = OnceLock::new();
+    STOP.get_or_init(|| {
+        let mut analyzer = cjk::text_analyzer();
+        STOP_WORDS
+            .iter()
+            .flat_map(|word| cjk::analyze(&mut analyzer, word))
+            .collect()
+    })
+}
+
+fn is_cjk(c: char) -> bool {
+    ('\u{4e00}'..='\u{9fff}').contains(&c) || ('\u{3400}'..='\u{4dbf}').contains(&c)
+}
+
+/// Text compared verbatim: lower case, whitespace collapsed, typographic quotes plain.
+pub fn normalise(text: &str) -> String {
+    let lowered: String = text
+        .chars()
+        .map(|c| match c {
+            '‘' | '’' => '\'',
+            '“' | '”' => '"',
+            '`' => ' ',
+            other => other.to_ascii_lowercase(),
+        })
+        .collect();
+    lowered.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// What must appear verbatim in a cited passage: code spans, numbers, paths and flags.
+pub fn exact_terms(sentence: &str) -> Vec<String> {
+    let mut exact = Vec::new();
+    for (i, span) in sentence.split('`').enumerate() {
+        if i % 2 == 1 && !span.trim().is_empty() {
+            exact.push(normalise(span));
+        }
+    }
+    let plain: String = sentence
+        .split('`')
+        .enumerate()
+        .filter(|(i, _)| i % 2 == 0)
+        .map(|(_, s)| s)
+        .collect::<Vec<_>>()
+        .join(" ");
+    for token in plain.split(|c: char| c.is_whitespace() || "，。；：、（）()[]{}\"'“”,;!?！？".contains(c)) {
+        let token = token.trim_end_matches(['.', ':']);
+        let numeric = token.chars().any(|c| c.is_ascii_digit());
+        let pathlike = token.len() > 1
+            && (token.contains('/') || token.starts_with('-') || token.contains('_'));
+        // A lone digit is a list number or a count too loose to hold the model to.
+        let lone_digit = token.len() == 1;
+        if (numeric || pathlike) && !lone_digit && token.chars().any(|c| c.is_ascii_alphanumeric()) {
+            exact.push(normalise(token));
+        }
+    }
+    exact
+}
+
+/// The share of `sentence`'s content terms found in `passage` (1.0 when it has none).
+pub fn support(sentence: &str, passage: &str) -> f64 {
+    let wanted = content_terms(sentence);
+    if wanted.is_empty() {
+        return 1.0;
+    }
+    let held = content_terms(passage);
+    wanted.iter().filter(|t| held.contains(*t)).count() as f64 / wanted.len() as f64
+}
+
+/// Whether a sentence states a fact that must be checked.
+pub fn states_a_fact(sentence: &str) -> bool {
+    content_terms(&without_markers(sentence)).len() >= FACT_TERMS || !exact_terms(sentence).is_empty()
+}
+
+/// The verdict on one sentence against the passages it may rest on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// No fact to check (a lead-in, a list number).
+    NoFact,
+    /// Supported by these passages (1-based numbers), best first.
+    Supported(Vec<usize>),
+    /// Not supported by any passage offered.
+    Unsupported,
+}
+
+/// Checks `sentence` against `passages` (text of passage n at index n-1), preferring the
+/// passages it cites; a sentence supported only by a passage it does not cite is supported
+/// by that one (its markers are then corrected by the caller).
+pub fn check(sentence: &str, passages: &[&str]) -> Verdict {
+    let body = without_markers(sentence);
+    if !states_a_fact(&body) {
+        return Verdict::NoFact;
+    }
+    let exact = exact_terms(&body);
+    let mut supporting: Vec<(usize, f64)> = passages
+        .iter()
+        .enumerate()
+        .filter_map(|(i, passage)| {
+            let normalised = normalise(passage);
+            if !exact.iter().all(|term| normalised.contains(term.as_str())) {
+                return None;
+            }
+            let share = support(&body, passage);
+            (share >= SUPPORT_SHARE).then_some((i + 1, share))
+        })
+        .collect();
+    if supporting.is_empty() {
+        return Verdict::Unsupported;
+    }
+    let cited = super::answer_stream::cited_numbers(sentence, passages.len());
+    supporting.sort_by(|a, b| {
+        let a_cited = cited.contains(&a.0);
+        let b_cited = cited.contains(&b.0);
+        b_cited.cmp(&a_cited).then(b.1.total_cmp(&a.1))
+    });
+    Verdict::Supported(supporting.into_iter().map(|(n, _)| n).collect())
+}
+
+/// The sentence with its `[n]` markers removed.
+pub fn without_markers(sentence: &str) -> String {
+    let mut out = String::new();
+    let mut rest = sentence;
+    while let Some(open) = rest.find('[') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        match after.find(']') {
+            Some(close) if after[..close].trim().parse::<usize>().is_ok() => {
+                rest = &after[close + 1..];
+            }
+            _ => {
+                out.push('[');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The sentence citing exactly `numbers`, markers placed before its closing punctuation.
+pub fn with_markers(sentence: &str, numbers: &[usize]) -> String {
+    let body = without_markers(sentence);
+    let trimmed = body.trim_end();
+    let trailing = &body[trimmed.len()..];
+    let end = trimmed
+        .char_indices()
+        .rev()
+        .take_while(|(_, c)| ".!?。！？；;:：".contains(*c))
+        .last()
+        .map(|(i, _)| i)
+        .unwrap_or(trimmed.len());
+    let markers: String = numbers.iter().map(|n| format!("[{n}]")).collect();
+    let (text, punctuation) = trimmed.split_at(end);
+    format!("{} {markers}{punctuation}{trailing}", text.trim_end())
+}
+
+/// Splits streamed text into whole sentences: `push` returns those completed so far; a
+/// sentence ends at `. ! ?` before whitespace, at `。！？；` or at a line break, and keeps
+/// the `[n]` markers that follow its punctuation.
+#[derive(Debug, Default)]
+pub struct Sentences {
+    pending: String,
+}
+
+impl Sentences {
+    pub fn push(&mut self, text: &str) -> Vec<String> {
+        self.pending.push_str(text);
+        let mut done = Vec::new();
+        while let Some(end) = sentence_end(&self.pending) {
+            let rest = self.pending.split_off(end);
+            done.push(std::mem::replace(&mut self.pending, rest));
+        }
+        done
+    }
+
+    /// The text after the last whole sentence (a final sentence without punctuation, or a
+    /// sentence cut off).
+    pub fn rest(&mut self) -> String {
+        std::mem::take(&mut self.pending)
+    }
+}
+
+/// Byte offset just past the first complete sentence (with trailing markers and spaces),
+/// or `None` while it may still continue.
+fn sentence_end(text: &str) -> Option<usize> {
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    for (k, &(at, c)) in chars.iter().enumerate() {
+        let closes = match c {
+            '。' | '！' | '？' | '；' | '\n' => true,
+            '.' | '!' | '?' => match chars.get(k + 1) {
+                Some((_, next)) => next.is_whitespace() || *next == '[',
+                None => false,
+            },
+            _ => false,
+        };
+        if !closes {
+            continue;
+        }
+        // Take the markers and spaces that follow; wait while they may be incomplete.
+        let mut end = at + c.len_utf8();
+        loop {
+            let rest = &text[end..];
+            let trimmed = rest.trim_start_matches([' ', '\t']);
+            if trimmed.is_empty() {
+                return None;
+            }
+            if let Some(after) = trimmed.strip_prefix('[') {
+                match after.find(']') {
+                    Some(close) if after[..close].trim().parse::<usize>().is_ok() => {
+                        end += rest.len() - trimmed.len() + 1 + close + 1;
+                        continue;
+                    }
+                    None if after.len() < 4 && after.chars().all(|c| c.is_ascii_digit()) => {
+                        return None
+                    }
+                    _ => {}
+                }
+            }
+            end += rest.len() - trimmed.len();
+            return Some(end);
+        }
+    }
+    None
+}
+
+/// How well a line answers a question: the share of the question's content terms the line
+/// holds (lines of a passage are scored for the extractive answer).
+pub fn line_score(question: &str, line: &str) -> f64 {
+    let wanted = content_terms(question);
+    if wanted.is_empty() {
+        return 0.0;
+    }
+    let held = content_terms(line);
+    wanted.iter().filter(|t| held.contains(*t)).count() as f64 / wanted.len() as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DISK: &str = "When a disk is full, run `df -hT` to see usage per filesystem and \
+                        `df -i` for inodes. Then find large files with `du -xh / | sort -h`.";
+
+    #[test]
+    fn a_paraphrase_of_the_passage_is_supported() {
+        let verdict = check("Run `df -hT` to see the usage of each filesystem [1].", &[DISK]);
+        assert_eq!(verdict, Verdict::Supported(vec![1]));
+    }
+
+    #[test]
+    fn invented_facts_and_commands_are_unsupported() {
+        assert_eq!(
+            check("Restart the kubelet and clear the docker image cache [1].", &[DISK]),
+            Verdict::Unsupported
+        );
+        // The words match but the command is not in the passage.
+        assert_eq!(
+            check("Run `rm -rf /var/lib` to see usage per filesystem.", &[DISK]),
+            Verdict::Unsupported
+        );
+        assert_eq!(
+            check("Usage per filesystem above 95% is shown by df.", &[DISK]),
+            Verdict::Unsupported
+        );
+    }
+
+    #[test]
+    fn a_sentence_is_credited_to_the_passage_that_supports_it() {
+        let other = "Deadlocks are resolved by the database aborting one transaction.";
+        let verdict = check("Use `df -i` for inodes [1].", &[other, DISK]);
+        assert_eq!(verdict, Verdict::Supported(vec![2]));
+        assert_eq!(with_markers("Use `df -i` for inodes [1].", &[2]), "Use `df -i` for inodes [2].");
+    }
+
+    #[test]
+    fn lead_ins_state_no_fact() {
+        assert_eq!(check("Here is what to do:", &[DISK]), Verdict::NoFact);
+        assert_eq!(check("1.", &[DISK]), Verdict::NoFact);
+    }
+
+    #[test]
+    fn chinese_is_compared_by_character_bigrams() {
+        let passage = "磁盘满了时，先用 df -h 查看各文件系统的使用率，再用 du 找出大文件。";
+        assert!(matches!(check("先用 df -h 查看文件系统使用率 [1]。", &[passage]), Verdict::Supported(_)));
+        assert_eq!(check("应该立即重启数据库服务器并扩容内存 [1]。", &[passage]), Verdict::Unsupported);
+    }
+
+    #[test]
+    fn sentences_are_released_whole_with_their_markers() {
+        let mut split = Sentences::default();
+        assert!(split.push("Run df -h").is_empty());
+        assert!(split.push(" first.").is_empty());
+        assert!(split.push(" [1").is_empty());
+        assert_eq!(split.push("] Then du."), vec!["Run df -h first. [1] ".to_owned()]);
+        assert_eq!(split.push(" 3.5 GB free。next"), vec!["Then du. ".to_owned(), "3.5 GB free。".to_owned()]);
+        assert_eq!(split.rest(), "next");
+    }
+
+    #[test]
+    fn markers_are_replaced_before_the_closing_punctuation() {
+        assert_eq!(with_markers("Check inodes.", &[1, 2]), "Check inodes [1][2].");
+        assert_eq!(with_markers("检查 inode。[3]", &[1]), "检查 inode [1]。");
+        assert_eq!(without_markers("a [1] b [x] c[2]"), "a  b [x] c");
+    }
+
+    #[test]
+    fn the_line_that_answers_scores_highest() {
+        let q = "Which command shows inode usage?";
+        assert!(line_score(q, "Run df -i for inode usage.") > line_score(q, "Disks fill up."));
+    }
+}
