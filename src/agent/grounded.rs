@@ -25,7 +25,10 @@ use crate::runs::{CitationPublic, OutcomeKind, RunEvent, TurnOutcome, TurnStop};
 /// Calibrated on tests/data/answers (see the README's "Knowledge answers").
 pub const RELEVANT_COVERAGE: f64 = 0.5;
 /// Passages shown to the model at most.
-const MAX_PASSAGES: usize = 4;
+pub const MAX_PASSAGES: usize = 4;
+/// Characters of a passage the model sees: the lines around its best match for the
+/// question (a passage is a chunk of up to ~1,000 characters).
+const EXCERPT_CHARS: usize = 600;
 /// Longest answer the model may write, in characters.
 const ANSWER_CHARS: usize = 600;
 /// Tokens one answer call may generate.
@@ -75,7 +78,7 @@ enum Choice {
 }
 
 /// Answers a knowledge question: retrieval, one answer call (two after a search), the gate.
-pub fn run(
+pub(crate) fn run(
     core: &mut TurnCore<'_>,
     runner: &mut ToolRunner<'_>,
     policy: &ExecutionPolicy,
@@ -130,7 +133,7 @@ impl Grounded<'_, '_> {
             step,
             0,
             "knowledge_retrieval",
-            &json!({"query": query}),
+            &json!({"query": query, "limit": MAX_PASSAGES}),
         )?;
         match outcome {
             CallOutcome::Ok { data, .. } => {
@@ -247,27 +250,13 @@ impl Grounded<'_, '_> {
     }
 
     fn messages(&self, core: &TurnCore<'_>) -> Vec<ChatMessage> {
-        let mut system = localized(core.language, INSTRUCTIONS).to_owned();
-        if let Some(memory) = &core.memory {
-            system.push_str("\n\n");
-            system.push_str(memory);
-        }
-        let mut messages = vec![ChatMessage::new(Role::System, system)];
-        messages.extend(core.history.iter().cloned());
-        let mut prompt = String::from(match core.language {
-            Language::English => "Passages:\n",
-            Language::Chinese => "资料：\n",
-        });
-        for (i, passage) in self.passages.iter().enumerate() {
-            prompt.push_str(&format!("[{}] {}\n\n", i + 1, passage.text.trim()));
-        }
-        prompt.push_str(match core.language {
-            Language::English => "Question: ",
-            Language::Chinese => "问题：",
-        });
-        prompt.push_str(&core.question);
-        messages.push(ChatMessage::new(Role::User, prompt));
-        messages
+        answer_messages(&AnswerPrompt {
+            language: core.language,
+            question: &core.question,
+            history: &core.history,
+            memory: core.memory.as_deref(),
+            passages: &self.passages,
+        })
     }
 
     /// The checked answer, with its citations.
@@ -320,6 +309,44 @@ impl Grounded<'_, '_> {
     }
 }
 
+/// What an answer call's prompt is made of.
+pub struct AnswerPrompt<'a> {
+    pub language: Language,
+    /// The masked question.
+    pub question: &'a str,
+    pub history: &'a [ChatMessage],
+    /// Structured memory, framed as data.
+    pub memory: Option<&'a str>,
+    pub passages: &'a [Passage],
+}
+
+/// The messages of an answer call: the instructions (and memory), the earlier turns, then
+/// the numbered passages (each an excerpt around its best match) and the question.
+pub fn answer_messages(prompt: &AnswerPrompt<'_>) -> Vec<ChatMessage> {
+    let mut system = localized(prompt.language, INSTRUCTIONS).to_owned();
+    if let Some(memory) = prompt.memory {
+        system.push_str("\n\n");
+        system.push_str(memory);
+    }
+    let mut messages = vec![ChatMessage::new(Role::System, system)];
+    messages.extend(prompt.history.iter().cloned());
+    let mut text = String::from(match prompt.language {
+        Language::English => "Passages:\n",
+        Language::Chinese => "资料：\n",
+    });
+    for (i, passage) in prompt.passages.iter().enumerate() {
+        let excerpt = excerpt(prompt.question, &passage.text, EXCERPT_CHARS);
+        text.push_str(&format!("[{}] {}\n\n", i + 1, excerpt.trim()));
+    }
+    text.push_str(match prompt.language {
+        Language::English => "Question: ",
+        Language::Chinese => "问题：",
+    });
+    text.push_str(prompt.question);
+    messages.push(ChatMessage::new(Role::User, text));
+    messages
+}
+
 /// Checks one sentence: the text to show (its markers corrected to the passages that
 /// support it), or why it may not be shown. Counts the sentences that state a fact.
 fn gate(sentence: &str, passages: &[&str], facts: &mut usize) -> Result<String, String> {
@@ -342,7 +369,7 @@ fn gate(sentence: &str, passages: &[&str], facts: &mut usize) -> Result<String, 
 }
 
 /// The JSON schema of an answer call with `passages` numbered passages.
-fn answer_schema(passages: usize, can_search: bool) -> Value {
+pub fn answer_schema(passages: usize, can_search: bool) -> Value {
     let mut choices = vec![
         json!({
             "type": "object",
@@ -371,7 +398,7 @@ fn answer_schema(passages: usize, can_search: bool) -> Value {
 }
 
 /// A passage's text as the gate reads it: its title and headings count as its words.
-fn passage_text(passage: &Passage) -> String {
+pub fn passage_text(passage: &Passage) -> String {
     format!("{}\n{}\n{}", passage.title.clone().unwrap_or_default(), passage.heading_path.join(" > "), passage.text)
 }
 
@@ -379,6 +406,46 @@ fn passage_text(passage: &Passage) -> String {
 /// holds enough of the question's terms.
 pub fn is_relevant(question: &str, passage: &Passage) -> bool {
     passage.relevant && faithfulness::line_score(question, &passage_text(passage)) >= RELEVANT_COVERAGE
+}
+
+/// The part of `text` the model sees: whole when short, else the run of lines around the
+/// line that best matches the question, up to `budget` characters.
+fn excerpt(question: &str, text: &str, budget: usize) -> String {
+    if text.chars().count() <= budget {
+        return text.to_owned();
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    let best = lines
+        .iter()
+        .enumerate()
+        .map(|(i, line)| (faithfulness::line_score(question, line), i))
+        .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)))
+        .map_or(0, |(_, i)| i);
+    let size = |range: std::ops::RangeInclusive<usize>| -> usize {
+        lines[range].iter().map(|l| l.chars().count() + 1).sum()
+    };
+    let (mut start, mut end) = (best, best);
+    // Grow by a line on each side in turn (the line before first: it often names the
+    // subject) while the budget allows.
+    loop {
+        let mut grew = false;
+        if start > 0 && size(start - 1..=end) <= budget {
+            start -= 1;
+            grew = true;
+        }
+        if end + 1 < lines.len() && size(start..=end + 1) <= budget {
+            end += 1;
+            grew = true;
+        }
+        if !grew {
+            break;
+        }
+    }
+    let kept = lines[start..=end].join("\n");
+    if kept.chars().count() > budget {
+        return kept.chars().take(budget).collect();
+    }
+    kept
 }
 
 /// The lines (sentences) of the passages that best match the question, best first, each
@@ -480,7 +547,7 @@ mod tests {
 
     #[test]
     fn the_schema_offers_a_search_only_while_one_is_left() {
-        assert_eq!(answer_schema(2, true)["anyOf"].as_array().map(Vec::len), Some(3));
-        assert_eq!(answer_schema(2, false)["anyOf"].as_array().map(Vec::len), Some(2));
+        assert_eq!(answer_schema(2, true)["anyOf"].as_array().map(Vec::len), Some(2));
+        assert_eq!(answer_schema(2, false)["anyOf"].as_array().map(Vec::len), Some(1));
     }
 }

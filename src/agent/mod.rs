@@ -11,7 +11,7 @@ pub mod compaction;
 mod direct;
 pub mod envelope;
 pub mod faithfulness;
-mod grounded;
+pub mod grounded;
 pub mod llm;
 pub mod memory;
 mod memory_rules;

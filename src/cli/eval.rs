@@ -78,6 +78,10 @@ pub enum EvalCommand {
         /// Run every Nth case (a representative slice of a large set).
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
         stride: u16,
+        /// Also write one JSON line per case (top passages, the answer prompt, Warden's
+        /// answer) for tests/bench/answers_side_by_side.py.
+        #[arg(long)]
+        transcript: Option<PathBuf>,
         #[command(flatten)]
         models: ModelFlags,
     },
@@ -114,6 +118,7 @@ pub fn run(command: EvalCommand) -> anyhow::Result<ExitCode> {
         questions,
         limit,
         stride,
+        transcript,
         models,
         ..
     } = command
@@ -124,6 +129,7 @@ pub fn run(command: EvalCommand) -> anyhow::Result<ExitCode> {
             file: questions,
             limit,
             stride: usize::from(stride),
+            transcript,
         };
         let report = super::eval_answers::run(&options, &engine)?;
         println!("{}", serde_json::to_string_pretty(&report)?);

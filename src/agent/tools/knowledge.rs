@@ -14,8 +14,9 @@ use crate::store::SideEffect;
 
 /// A vector similarity at or above this makes a hit relevant.
 pub const RELEVANT_VECTOR_SCORE: f32 = 0.35;
-/// Most characters of one passage shown to the model.
-const MAX_PASSAGE_CHARS: usize = 500;
+/// Most characters of one passage returned (a whole chunk: chunks hold at most 220
+/// embedding tokens); the answer call shows the model an excerpt of it.
+const MAX_PASSAGE_CHARS: usize = 1_500;
 /// Hits returned by default and at most.
 const DEFAULT_HITS: u64 = 3;
 const MAX_HITS: u64 = 5;
@@ -118,7 +119,8 @@ impl Tool for KnowledgeRetrieval {
     }
 }
 
-fn passage(hit: &SearchHit) -> Passage {
+/// A search hit as the answer sees it.
+pub fn passage(hit: &SearchHit) -> Passage {
     // Without a vector list (e.g. Chinese text under an English embedding model) the BM25
     // top hits are the evidence there is.
     let relevant = match (&hit.vector, &hit.bm25) {
