@@ -22,8 +22,13 @@ use crate::runs::{CitationPublic, OutcomeKind, RunEvent, TurnOutcome, TurnStop};
 
 /// Share of the question's content terms that a passage (its text, title and headings)
 /// must hold, besides the retriever's own relevance, for the passage to be relevant.
-/// Calibrated on tests/data/answers (see the README's "Knowledge answers").
-pub const RELEVANT_COVERAGE: f64 = 0.5;
+pub const RELEVANT_COVERAGE: f64 = 0.25;
+/// Share of the question's content terms that the relevant passages together must hold
+/// for the question to be answerable from them; below it the answer abstains. Both
+/// thresholds were calibrated on every 4th case of tests/data/answers/ops-*.jsonl.
+pub const ANSWERABLE_COVERAGE: f64 = 0.4;
+/// What the model writes as its whole answer when the passages do not answer the question.
+const NOT_FOUND: &str = "NOT_FOUND";
 /// Passages shown to the model at most.
 pub const MAX_PASSAGES: usize = 4;
 /// Characters of a passage the model sees: the lines around its best match for the
@@ -35,6 +40,9 @@ const ANSWER_CHARS: usize = 600;
 const ANSWER_TOKENS: usize = 320;
 /// Lines an extractive answer quotes, and the words each may keep.
 const EXTRACT_LINES: usize = 2;
+/// Share of the question's content terms a line must hold to be quoted: a question no line
+/// matches this well is not answered by quoting, it abstains.
+const EXTRACT_MIN_SCORE: f64 = 0.5;
 const EXTRACT_WORDS: usize = 32;
 const EXTRACT_CJK_CHARS: usize = 90;
 
@@ -45,14 +53,15 @@ const INSTRUCTIONS: [&str; 2] = [
      numbered passages only. Reply with the specific fact that answers the question: the \
      exact command, setting, number, name or step the passages give, copied as written, in \
      one to three short sentences. Do not describe the passages or point to other \
-     documents. End each sentence with the number of the passage it comes from, like [1].\n\n\
+     documents. End each sentence with the number of the passage it comes from, like [1]. \
+     If the passages do not answer the question, the answer is just NOT_FOUND.\n\n\
      Example.\nPassages:\n[1] Port conflicts\nIf the service cannot bind, find the owner of \
      the port with `ss -ltnp | grep :8080` and stop it. The service retries every 5 s.\n\n\
      Question: How do I see which process holds port 8080?\n\
      Reply: {\"answer\":\"Run `ss -ltnp | grep :8080` to find the process that holds the port [1].\",\"citations\":[1]}",
     "你是 Warden，运维工程师的助手。只根据编号的资料回答问题。直接给出回答问题的具体内容：资料中的\
      命令、配置、数字、名称或步骤要照原文写出，用一到三句简短的中文。不要描述资料本身，也不要让人去看\
-     别的文档。每句话末尾标出所依据资料的编号，如 [1]。\n\n\
+     别的文档。每句话末尾标出所依据资料的编号，如 [1]。如果资料没有回答这个问题，answer 只写 NOT_FOUND。\n\n\
      示例。\n资料：\n[1] 端口冲突\n服务无法绑定端口时，用 `ss -ltnp | grep :8080` 找到占用端口的进程并停止它。\
      服务每 5 秒重试一次。\n\n问题：怎么查看哪个进程占用了 8080 端口？\n\
      回复：{\"answer\":\"用 `ss -ltnp | grep :8080` 找到占用端口的进程 [1]。\",\"citations\":[1]}",
@@ -88,6 +97,7 @@ pub(crate) fn run(
         policy,
         passages: Vec::new(),
         published: String::new(),
+        published_facts: 0,
         model_calls: 0,
         rewrites: 0,
     };
@@ -95,7 +105,7 @@ pub(crate) fn run(
     answer.retrieve(core, 0, &query)?;
     let mut step = 1;
     loop {
-        if answer.passages.is_empty() {
+        if answer.passages.is_empty() || !answerable(&core.question, &answer.passages) {
             return answer.abstain(core);
         }
         if answer.model_calls >= policy.max_model_calls || std::time::Instant::now() >= policy.deadline {
@@ -121,6 +131,8 @@ struct Grounded<'r, 'a> {
     passages: Vec<Passage>,
     /// The checked answer text published so far.
     published: String,
+    /// Sentences stating a fact among them.
+    published_facts: usize,
     model_calls: u32,
     rewrites: u32,
 }
@@ -232,6 +244,7 @@ impl Grounded<'_, '_> {
             Ok(value) if value.get("search").is_some() => {
                 Choice::Search(value["search"].as_str().unwrap_or_default().to_owned())
             }
+            Ok(value) if value["answer"].as_str().is_some_and(says_not_found) => Choice::NotFound,
             Ok(_) if !closed => Choice::Rejected("the answer was cut off".into()),
             Ok(_) => match gate(&tail, &texts, &mut facts) {
                 Err(reason) => Choice::Rejected(reason),
@@ -246,6 +259,7 @@ impl Grounded<'_, '_> {
             },
         };
         self.published = publisher.finish(core.sink)?;
+        self.published_facts += facts;
         Ok(choice)
     }
 
@@ -274,7 +288,13 @@ impl Grounded<'_, '_> {
         core.sink.emit(RunEvent::AnswerUnsupported { reason: reason.to_owned() })?;
         let lines = best_lines(&core.question, &self.passages);
         if lines.is_empty() {
-            return self.abstain(core);
+            // No line answers the question: the supported sentences already shown are the
+            // answer, or, with none, the knowledge bases do not hold it.
+            return if self.published_facts > 0 {
+                self.finish(core)
+            } else {
+                self.abstain(core)
+            };
         }
         let mut text = localized(core.language, QUOTED).to_owned();
         let mut numbers = Vec::new();
@@ -350,8 +370,9 @@ pub fn answer_messages(prompt: &AnswerPrompt<'_>) -> Vec<ChatMessage> {
 /// Checks one sentence: the text to show (its markers corrected to the passages that
 /// support it), or why it may not be shown. Counts the sentences that state a fact.
 fn gate(sentence: &str, passages: &[&str], facts: &mut usize) -> Result<String, String> {
-    if sentence.trim().is_empty() {
-        return Ok(sentence.to_owned());
+    // "Not found" is the model's choice, read from the whole output: never shown as text.
+    if sentence.trim().is_empty() || says_not_found(sentence) {
+        return Ok(String::new());
     }
     match faithfulness::check(sentence, passages) {
         Verdict::NoFact => Ok(faithfulness::without_markers(sentence)),
@@ -366,6 +387,15 @@ fn gate(sentence: &str, passages: &[&str], facts: &mut usize) -> Result<String, 
             }
         }
     }
+}
+
+/// Whether an answer (or a sentence of it) is the model saying the passages do not hold it.
+fn says_not_found(text: &str) -> bool {
+    faithfulness::without_markers(text)
+        .trim()
+        .trim_end_matches(['.', '。'])
+        .trim()
+        == NOT_FOUND
 }
 
 /// The JSON schema of an answer call with `passages` numbered passages.
@@ -400,6 +430,12 @@ pub fn answer_schema(passages: usize, can_search: bool) -> Value {
 /// A passage's text as the gate reads it: its title and headings count as its words.
 pub fn passage_text(passage: &Passage) -> String {
     format!("{}\n{}\n{}", passage.title.clone().unwrap_or_default(), passage.heading_path.join(" > "), passage.text)
+}
+
+/// Whether the relevant passages together hold enough of the question's terms to answer it.
+pub fn answerable(question: &str, passages: &[Passage]) -> bool {
+    let joined: Vec<String> = passages.iter().map(passage_text).collect();
+    faithfulness::line_score(question, &joined.join("\n")) >= ANSWERABLE_COVERAGE
 }
 
 /// Whether a retrieved passage is relevant: the retriever found it close enough, and it
@@ -449,7 +485,7 @@ fn excerpt(question: &str, text: &str, budget: usize) -> String {
 }
 
 /// The lines (sentences) of the passages that best match the question, best first, each
-/// with its passage number; lines that share no term with the question are left out.
+/// with its passage number; only lines holding at least half of the question's terms.
 fn best_lines(question: &str, passages: &[Passage]) -> Vec<(usize, String)> {
     let mut scored: Vec<(f64, usize, String)> = Vec::new();
     for (i, passage) in passages.iter().enumerate() {
@@ -459,7 +495,7 @@ fn best_lines(question: &str, passages: &[Passage]) -> Vec<(usize, String)> {
         for line in lines {
             let line = clean_line(&line);
             let score = faithfulness::line_score(question, &line);
-            if score > 0.0 && faithfulness::content_terms(&line).len() >= 2 {
+            if score >= EXTRACT_MIN_SCORE && faithfulness::content_terms(&line).len() >= 2 {
                 // Earlier passages rank higher on a tie.
                 scored.push((score - i as f64 * 1e-3, i + 1, line));
             }

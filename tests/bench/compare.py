@@ -21,7 +21,7 @@ Reference figures:
 Each measurement is repeated --repeats times after a warm-up; the median is reported.
 
 --gguf PATH runs the inference comparison on another GGUF (Warden gets it as
---chat-model), e.g. the K-quant model of tests/bench/models.toml; --skip-embed
+--chat-model), e.g. the K-quant default chat model of models/manifest.toml; --skip-embed
 leaves the embedding comparison out.
 
 Warden figures come from `WARDEN bench inference --json` and

@@ -134,6 +134,38 @@ test('citation markers open the cited passage, live and after a reload', async (
   }
 });
 
+test('an extractive or abstaining answer says so in a line above it', async () => {
+  const page = await signedInPage();
+  try {
+    const quoted = await ask(page, '[[extractive]] What should I check first on a full disk?');
+    const basis = quoted.getByTestId('answer-basis');
+    await expectText(basis, 'Quoted from the knowledge base');
+    assert.equal(await basis.getAttribute('data-basis'), 'extractive');
+    // The line stands above the answer's text.
+    const above = await page.evaluate(([line, body]) => Boolean(line.compareDocumentPosition(body) & Node.DOCUMENT_POSITION_FOLLOWING),
+      [await basis.elementHandle(), await quoted.getByTestId('message-body').elementHandle()]);
+    assert.ok(above, 'the basis line is above the answer text');
+    await quoted.getByTestId('timeline-toggle').click();
+    await expectText(quoted.getByTestId('timeline'), 'answer.unsupported');
+    await expectText(quoted.getByTestId('timeline'), 'not supported by the passages');
+    const none = await ask(page, '[[abstain]] What is the default Redis maxmemory policy?', { newChat: false });
+    await expectText(none.getByTestId('answer-basis'), 'Not found');
+    assert.equal(await none.getByTestId('source-item').count(), 0);
+    // After a reload (events replayed) and in Chinese.
+    await page.reload();
+    const answers = assistantAnswers(page);
+    await expectText(answers.nth(0).getByTestId('answer-basis'), 'Quoted from the knowledge base');
+    await page.getByTestId('lang-toggle').click();
+    await expectText(answers.nth(0).getByTestId('answer-basis'), '摘自知识库');
+    await expectText(answers.nth(1).getByTestId('answer-basis'), '未找到');
+    await page.screenshot({ path: join(artifacts, 'answer-basis-zh.png') });
+    await page.getByTestId('lang-toggle').click();
+    assertNoProblems();
+  } finally {
+    await page.close();
+  }
+});
+
 test('HTML in citation and card fields stays inert text', async () => {
   const page = await signedInPage();
   try {

@@ -16,7 +16,9 @@
 // or stream slowly. Agent scenarios (see SCENARIOS): [[kb]] cites two passages, [[incident]],
 // [[incidents]], [[report]] and [[missing]] show cards, [[diagnose]] and [[recover]] propose
 // actions to confirm, [[clarify]] asks a question, [[degraded]] adds a run.degraded notice,
-// and [[xss]] puts HTML into citation and card fields. Diagnostics: `GET /api/incidents`,
+// [[xss]] puts HTML into citation and card fields, [[extractive]] answers with quoted
+// passages after the faithfulness gate rejected the model's answer, and [[abstain]] answers
+// that the knowledge bases do not hold it. Diagnostics: `GET /api/incidents`,
 // `GET|POST /api/diagnostics` and `GET /api/diagnostics/{id}`; a task's run streams the graph's
 // public steps (the scenarios of mock-diagnostics.mjs, one per incident) `diagnosticStepMs`
 // apart, and the operator otto / operator-horse may start them as admins do. Administration
@@ -486,7 +488,29 @@ function scenarioFor(state, run, user, content) {
   const scenario = { before: [], answer: '', after: [], outcome: 'answered', citations: [], deltaCount: SCENARIO_DELTA_COUNT };
   const degraded = has('degraded') ? [['run.degraded', { reason: 'the explanation model timed out; the facts above stand' }]] : [];
 
-  if (has('kb')) {
+  if (has('extractive')) {
+    const citation = {
+      n: 1, chunk_id: 101, kb: 'ops-runbooks', path: 'disk/full-disk.md', title: 'When a disk is full',
+      heading_path: ['Disk', 'When a disk is full'], location: { lines: [12, 24] },
+      text: 'Run `df -h` to see which filesystem is full, then `df -i` for inodes.',
+    };
+    scenario.before = [
+      route('knowledge_question', 'bounded_react', 'classifier', 0.82),
+      ...tool('call_1', 'knowledge_retrieval', 'ok', '1 passages, 1 relevant'),
+      ['answer.unsupported', { reason: 'a sentence of the answer is not supported by the passages it cites' }],
+      ['citation', citation],
+      ['answer.basis', { basis: 'extractive' }],
+    ];
+    scenario.citations = [citation];
+    scenario.answer = 'Quoted from the knowledge base:\n\n> Run `df -h` to see which filesystem is full, then `df -i` for inodes. [1]';
+  } else if (has('abstain')) {
+    scenario.before = [
+      route('knowledge_question', 'bounded_react', 'classifier', 0.82),
+      ...tool('call_1', 'knowledge_retrieval', 'ok', '3 passages, 0 relevant'),
+      ['answer.basis', { basis: 'abstained' }],
+    ];
+    scenario.answer = 'The knowledge bases you can read do not hold an answer to this question.';
+  } else if (has('kb')) {
     const citations = [
       {
         n: 1, chunk_id: 101, kb: 'ops-runbooks', path: 'disk/full-disk.md', title: hostile ? `Disk ${HOSTILE_HTML} runbook` : 'When a disk is full',

@@ -119,7 +119,8 @@ pub const QUESTION: &str = "How do I find the blocking session in a database dea
 
 #[test]
 fn a_knowledge_question_gets_a_cited_answer_from_the_sample_kb() {
-    let server = Server::start(&[]);
+    // The words a person reads: on the default chat model.
+    let server = Server::start(&["--chat-model", crate::util::DEFAULT_CHAT_MODEL]);
     wait_for_sample_kb(&server);
     let token = server.token.clone();
     let id = conversation(&server, &token);
@@ -147,6 +148,12 @@ fn a_knowledge_question_gets_a_cited_answer_from_the_sample_kb() {
     }
     let completed = &data_of(&frames, "run.completed")[0];
     assert_eq!(completed["outcome"], "answered");
+    // One model call wrote it: retrieval, then the answer (no reasoning steps).
+    let basis = &data_of(&frames, "answer.basis")[0];
+    assert!(
+        basis["basis"] == "passages" || basis["basis"] == "extractive",
+        "{basis}"
+    );
     let (_, stored) = get(&server, &token, &format!("/api/conversations/{id}"));
     let answer = &stored["messages"][1];
     assert_eq!(
@@ -154,6 +161,28 @@ fn a_knowledge_question_gets_a_cited_answer_from_the_sample_kb() {
         Some(citations.len()),
         "{stored}"
     );
+    // What streamed is exactly the stored answer: nothing was shown and then taken back.
+    let streamed: String = data_of(&frames, "message.delta")
+        .iter()
+        .filter_map(|d| d["text"].as_str().map(str::to_owned))
+        .collect();
+    let text = answer["content"].as_str().unwrap_or_default();
+    assert!(text.starts_with(streamed.as_str()), "{streamed:?} vs {text:?}");
+    // The sample runbook names the function that finds the blocker.
+    assert!(
+        text.contains("pg_blocking_pids") || text.contains("pg_locks") || text.contains("blocked_by"),
+        "{text}"
+    );
+    // A question the knowledge base does not answer: said plainly, nothing cited.
+    let frames = ask(
+        &server,
+        &token,
+        &id,
+        "What is the default Redis maxmemory eviction policy?",
+    );
+    let basis = &data_of(&frames, "answer.basis")[0];
+    assert_eq!(basis["basis"], "abstained", "{frames:?}");
+    assert!(data_of(&frames, "citation").is_empty());
     // Hidden reasoning stays out of every public event.
     let (_, audit) = get(&server, &token, "/api/audit?limit=200");
     let thoughts: Vec<String> = audit

@@ -4,6 +4,7 @@
 mod util;
 
 mod agent;
+mod answers;
 mod authorization;
 mod bad_model_files;
 mod browser;

@@ -18,6 +18,9 @@ pub fn repo() -> PathBuf {
 /// default model instead (`warden_on_default_model`).
 pub const CONTROL_PLANE_MODEL: &str = "smollm2-135m-instruct";
 
+/// The manifest's default chat model (its first), which the answer-quality tests run on.
+pub const DEFAULT_CHAT_MODEL: &str = "qwen2.5-coder-1.5b-instruct-q4_k_m";
+
 /// The repository's models folder; panics with instructions when the defaults are absent.
 pub fn models_dir() -> PathBuf {
     let dir = repo().join("models");
@@ -52,8 +55,8 @@ pub fn warden() -> Command {
     command
 }
 
-/// `warden` on the manifest's default chat model, with every CPU: for the answer-quality
-/// tests, which run one at a time in their own test.
+/// `warden` on the manifest's default chat model (no model chosen), with every CPU: for
+/// the answer-quality tests.
 pub fn warden_on_default_model() -> Command {
     let mut command = warden();
     command

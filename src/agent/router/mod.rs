@@ -330,6 +330,10 @@ fn question_about_method(words: &str) -> bool {
         "guide",
         "what does",
         "what causes",
+        "how long",
+        "how many",
+        "how soon",
+        "threshold",
         "怎么",
         "如何",
         "为什么",
@@ -337,6 +341,10 @@ fn question_about_method(words: &str) -> bool {
         "步骤",
         "方法",
         "原理",
+        "多久",
+        "多长时间",
+        "阈值",
+        "应该问",
     ];
     // "怎么样" asks how something is going, not how to do it.
     any_phrase(&words.replace("怎么样", " "), METHOD)
