@@ -20,28 +20,213 @@ const FACT_TERMS: usize = 3;
 
 /// English words that carry no fact.
 const STOP_WORDS: &[&str] = &[
-    "a", "about", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as",
-    "at", "be", "because", "been", "before", "being", "both", "but", "by", "can", "could",
-    "did", "do", "does", "doing", "done", "each", "either", "else", "every", "first", "for",
-    "from", "further", "get", "had", "has", "have", "having", "he", "her", "here", "him",
-    "his", "how", "however", "i", "if", "in", "into", "is", "it", "its", "just", "let",
-    "may", "me", "might", "more", "most", "must", "my", "need", "no", "nor", "not", "now",
-    "of", "on", "once", "one", "only", "or", "other", "our", "out", "over", "own", "per",
-    "please", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their",
-    "them", "then", "there", "these", "they", "this", "those", "through", "to", "too",
-    "under", "until", "up", "upon", "us", "use", "used", "using", "very", "via", "was", "we",
-    "were", "what", "when", "where", "whether", "which", "while", "who", "whom", "why",
-    "will", "with", "would", "you", "your", "yours", "according", "passage", "passages",
-    "document", "documents", "knowledge", "base", "step", "steps", "answer", "question",
+    "a",
+    "about",
+    "after",
+    "again",
+    "all",
+    "also",
+    "am",
+    "an",
+    "and",
+    "any",
+    "are",
+    "as",
+    "at",
+    "be",
+    "because",
+    "been",
+    "before",
+    "being",
+    "both",
+    "but",
+    "by",
+    "can",
+    "could",
+    "did",
+    "do",
+    "does",
+    "doing",
+    "done",
+    "each",
+    "either",
+    "else",
+    "every",
+    "first",
+    "for",
+    "from",
+    "further",
+    "get",
+    "had",
+    "has",
+    "have",
+    "having",
+    "he",
+    "her",
+    "here",
+    "him",
+    "his",
+    "how",
+    "however",
+    "i",
+    "if",
+    "in",
+    "into",
+    "is",
+    "it",
+    "its",
+    "just",
+    "let",
+    "may",
+    "me",
+    "might",
+    "more",
+    "most",
+    "must",
+    "my",
+    "need",
+    "no",
+    "nor",
+    "not",
+    "now",
+    "of",
+    "on",
+    "once",
+    "one",
+    "only",
+    "or",
+    "other",
+    "our",
+    "out",
+    "over",
+    "own",
+    "per",
+    "please",
+    "same",
+    "she",
+    "should",
+    "so",
+    "some",
+    "such",
+    "than",
+    "that",
+    "the",
+    "their",
+    "them",
+    "then",
+    "there",
+    "these",
+    "they",
+    "this",
+    "those",
+    "through",
+    "to",
+    "too",
+    "under",
+    "until",
+    "up",
+    "upon",
+    "us",
+    "use",
+    "used",
+    "using",
+    "very",
+    "via",
+    "was",
+    "we",
+    "were",
+    "what",
+    "when",
+    "where",
+    "whether",
+    "which",
+    "while",
+    "who",
+    "whom",
+    "why",
+    "will",
+    "with",
+    "would",
+    "you",
+    "your",
+    "yours",
+    "according",
+    "passage",
+    "passages",
+    "document",
+    "documents",
+    "knowledge",
+    "base",
+    "step",
+    "steps",
+    "answer",
+    "question",
 ];
 
 /// Chinese words that carry no fact: function characters on their own and question words.
 const CJK_STOP_WORDS: &[&str] = &[
-    "的", "了", "是", "在", "和", "与", "或", "及", "就", "都", "而", "也", "把", "被", "对",
-    "从", "到", "为", "以", "这", "那", "有", "个", "之", "其", "中", "等", "并", "可", "要",
-    "会", "先", "再", "吗", "呢", "吧", "啊", "什么", "怎么", "怎样", "如何", "哪些", "哪个",
-    "哪", "为什么", "多少", "是否", "应该", "需要", "可以", "一个", "这个", "那个", "时候",
-    "我们", "你", "我", "他", "它", "请问", "首先", "然后",
+    "的",
+    "了",
+    "是",
+    "在",
+    "和",
+    "与",
+    "或",
+    "及",
+    "就",
+    "都",
+    "而",
+    "也",
+    "把",
+    "被",
+    "对",
+    "从",
+    "到",
+    "为",
+    "以",
+    "这",
+    "那",
+    "有",
+    "个",
+    "之",
+    "其",
+    "中",
+    "等",
+    "并",
+    "可",
+    "要",
+    "会",
+    "先",
+    "再",
+    "吗",
+    "呢",
+    "吧",
+    "啊",
+    "什么",
+    "怎么",
+    "怎样",
+    "如何",
+    "哪些",
+    "哪个",
+    "哪",
+    "为什么",
+    "多少",
+    "是否",
+    "应该",
+    "需要",
+    "可以",
+    "一个",
+    "这个",
+    "那个",
+    "时候",
+    "我们",
+    "你",
+    "我",
+    "他",
+    "它",
+    "请问",
+    "首先",
+    "然后",
 ];
 
 /// The content terms of a text, as the search index reads words (English stemmed, Chinese
@@ -52,7 +237,9 @@ pub fn content_terms(text: &str) -> HashSet<String> {
     cjk::analyze(&mut analyzer, text)
         .into_iter()
         .filter(|term| !stop.contains(term) && !CJK_STOP_WORDS.contains(&term.as_str()))
-        .filter(|term| term.chars().count() > 1 || term.chars().all(|c| c.is_ascii_digit() || is_cjk(c)))
+        .filter(|term| {
+            term.chars().count() > 1 || term.chars().all(|c| c.is_ascii_digit() || is_cjk(c))
+        })
         .collect()
 }
 
@@ -101,33 +288,42 @@ pub fn exact_terms(sentence: &str) -> Vec<String> {
         .map(|(_, s)| s)
         .collect::<Vec<_>>()
         .join(" ");
-    for token in plain.split(|c: char| c.is_whitespace() || "，。；：、（）()[]{}\"'“”,;!?！？".contains(c)) {
+    for token in
+        plain.split(|c: char| c.is_whitespace() || "，。；：、（）()[]{}\"'“”,;!?！？".contains(c))
+    {
         let token = token.trim_end_matches(['.', ':']);
         let numeric = token.chars().any(|c| c.is_ascii_digit());
         let pathlike = token.len() > 1
             && (token.contains('/') || token.starts_with('-') || token.contains('_'));
         // A lone digit is a list number or a count too loose to hold the model to.
         let lone_digit = token.len() == 1;
-        if (numeric || pathlike) && !lone_digit && token.chars().any(|c| c.is_ascii_alphanumeric()) {
+        if (numeric || pathlike) && !lone_digit && token.chars().any(|c| c.is_ascii_alphanumeric())
+        {
             exact.push(normalise(token));
         }
     }
     exact
 }
 
+/// The share of `wanted`'s content terms that `holder` holds; `None` when `wanted` has none.
+fn share_held(wanted: &str, holder: &str) -> Option<f64> {
+    let wanted = content_terms(wanted);
+    if wanted.is_empty() {
+        return None;
+    }
+    let held = content_terms(holder);
+    Some(wanted.iter().filter(|t| held.contains(*t)).count() as f64 / wanted.len() as f64)
+}
+
 /// The share of `sentence`'s content terms found in `passage` (1.0 when it has none).
 pub fn support(sentence: &str, passage: &str) -> f64 {
-    let wanted = content_terms(sentence);
-    if wanted.is_empty() {
-        return 1.0;
-    }
-    let held = content_terms(passage);
-    wanted.iter().filter(|t| held.contains(*t)).count() as f64 / wanted.len() as f64
+    share_held(sentence, passage).unwrap_or(1.0)
 }
 
 /// Whether a sentence states a fact that must be checked.
 pub fn states_a_fact(sentence: &str) -> bool {
-    content_terms(&without_markers(sentence)).len() >= FACT_TERMS || !exact_terms(sentence).is_empty()
+    content_terms(&without_markers(sentence)).len() >= FACT_TERMS
+        || !exact_terms(sentence).is_empty()
 }
 
 /// The verdict on one sentence against the passages it may rest on.
@@ -284,12 +480,7 @@ fn sentence_end(text: &str) -> Option<usize> {
 /// How well a line answers a question: the share of the question's content terms the line
 /// holds (lines of a passage are scored for the extractive answer).
 pub fn line_score(question: &str, line: &str) -> f64 {
-    let wanted = content_terms(question);
-    if wanted.is_empty() {
-        return 0.0;
-    }
-    let held = content_terms(line);
-    wanted.iter().filter(|t| held.contains(*t)).count() as f64 / wanted.len() as f64
+    share_held(question, line).unwrap_or(0.0)
 }
 
 #[cfg(test)]
@@ -301,19 +492,28 @@ mod tests {
 
     #[test]
     fn a_paraphrase_of_the_passage_is_supported() {
-        let verdict = check("Run `df -hT` to see the usage of each filesystem [1].", &[DISK]);
+        let verdict = check(
+            "Run `df -hT` to see the usage of each filesystem [1].",
+            &[DISK],
+        );
         assert_eq!(verdict, Verdict::Supported(vec![1]));
     }
 
     #[test]
     fn invented_facts_and_commands_are_unsupported() {
         assert_eq!(
-            check("Restart the kubelet and clear the docker image cache [1].", &[DISK]),
+            check(
+                "Restart the kubelet and clear the docker image cache [1].",
+                &[DISK]
+            ),
             Verdict::Unsupported
         );
         // The words match but the command is not in the passage.
         assert_eq!(
-            check("Run `rm -rf /var/lib` to see usage per filesystem.", &[DISK]),
+            check(
+                "Run `rm -rf /var/lib` to see usage per filesystem.",
+                &[DISK]
+            ),
             Verdict::Unsupported
         );
         assert_eq!(
@@ -327,7 +527,10 @@ mod tests {
         let other = "Deadlocks are resolved by the database aborting one transaction.";
         let verdict = check("Use `df -i` for inodes [1].", &[other, DISK]);
         assert_eq!(verdict, Verdict::Supported(vec![2]));
-        assert_eq!(with_markers("Use `df -i` for inodes [1].", &[2]), "Use `df -i` for inodes [2].");
+        assert_eq!(
+            with_markers("Use `df -i` for inodes [1].", &[2]),
+            "Use `df -i` for inodes [2]."
+        );
     }
 
     #[test]
@@ -339,8 +542,14 @@ mod tests {
     #[test]
     fn chinese_is_compared_by_character_bigrams() {
         let passage = "磁盘满了时，先用 df -h 查看各文件系统的使用率，再用 du 找出大文件。";
-        assert!(matches!(check("先用 df -h 查看文件系统使用率 [1]。", &[passage]), Verdict::Supported(_)));
-        assert_eq!(check("应该立即重启数据库服务器并扩容内存 [1]。", &[passage]), Verdict::Unsupported);
+        assert!(matches!(
+            check("先用 df -h 查看文件系统使用率 [1]。", &[passage]),
+            Verdict::Supported(_)
+        ));
+        assert_eq!(
+            check("应该立即重启数据库服务器并扩容内存 [1]。", &[passage]),
+            Verdict::Unsupported
+        );
     }
 
     #[test]
@@ -349,14 +558,23 @@ mod tests {
         assert!(split.push("Run df -h").is_empty());
         assert!(split.push(" first.").is_empty());
         assert!(split.push(" [1").is_empty());
-        assert_eq!(split.push("] Then du."), vec!["Run df -h first. [1] ".to_owned()]);
-        assert_eq!(split.push(" 3.5 GB free。next"), vec!["Then du. ".to_owned(), "3.5 GB free。".to_owned()]);
+        assert_eq!(
+            split.push("] Then du."),
+            vec!["Run df -h first. [1] ".to_owned()]
+        );
+        assert_eq!(
+            split.push(" 3.5 GB free。next"),
+            vec!["Then du. ".to_owned(), "3.5 GB free。".to_owned()]
+        );
         assert_eq!(split.rest(), "next");
     }
 
     #[test]
     fn markers_are_replaced_before_the_closing_punctuation() {
-        assert_eq!(with_markers("Check inodes.", &[1, 2]), "Check inodes [1][2].");
+        assert_eq!(
+            with_markers("Check inodes.", &[1, 2]),
+            "Check inodes [1][2]."
+        );
         assert_eq!(with_markers("检查 inode。[3]", &[1]), "检查 inode [1]。");
         assert_eq!(without_markers("a [1] b [x] c[2]"), "a  b [x] c");
     }

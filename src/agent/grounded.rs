@@ -108,7 +108,9 @@ pub(crate) fn run(
         if answer.passages.is_empty() || !answerable(&core.question, &answer.passages) {
             return answer.abstain(core);
         }
-        if answer.model_calls >= policy.max_model_calls || std::time::Instant::now() >= policy.deadline {
+        if answer.model_calls >= policy.max_model_calls
+            || std::time::Instant::now() >= policy.deadline
+        {
             return answer.extractive(core, "the answer's model budget ran out");
         }
         match answer.answer_call(core, step)? {
@@ -139,7 +141,12 @@ struct Grounded<'r, 'a> {
 
 impl Grounded<'_, '_> {
     /// Searches and keeps the relevant passages not yet held.
-    fn retrieve(&mut self, core: &mut TurnCore<'_>, step: i64, query: &str) -> Result<(), TurnStop> {
+    fn retrieve(
+        &mut self,
+        core: &mut TurnCore<'_>,
+        step: i64,
+        query: &str,
+    ) -> Result<(), TurnStop> {
         let outcome = self.runner.run(
             core.sink,
             step,
@@ -156,9 +163,13 @@ impl Grounded<'_, '_> {
                         .passages
                         .iter()
                         .any(|p| p.path == passage.path && p.text == passage.text);
-                    let coverage = faithfulness::line_score(&core.question, &passage_text(&passage));
+                    let coverage =
+                        faithfulness::line_score(&core.question, &passage_text(&passage));
                     tracing::debug!(run = %core.input.run_id, path = %passage.path, retriever = passage.relevant, coverage, "passage");
-                    if !held && self.passages.len() < MAX_PASSAGES && is_relevant(&core.question, &passage) {
+                    if !held
+                        && self.passages.len() < MAX_PASSAGES
+                        && is_relevant(&core.question, &passage)
+                    {
                         self.passages.push(passage);
                     }
                 }
@@ -198,18 +209,19 @@ impl Grounded<'_, '_> {
         let mut rejected: Option<String> = None;
         let mut facts = 0usize;
         let result = {
-            let mut on_text = |piece: &str, sink: &mut dyn crate::runs::TurnSink| -> Result<bool, TurnStop> {
-                for sentence in sentences.push(&field.push(piece)) {
-                    match gate(&sentence, &texts, &mut facts) {
-                        Ok(shown) => publisher.publish(&shown, sink)?,
-                        Err(reason) => {
-                            rejected = Some(reason);
-                            return Ok(false);
+            let mut on_text =
+                |piece: &str, sink: &mut dyn crate::runs::TurnSink| -> Result<bool, TurnStop> {
+                    for sentence in sentences.push(&field.push(piece)) {
+                        match gate(&sentence, &texts, &mut facts) {
+                            Ok(shown) => publisher.publish(&shown, sink)?,
+                            Err(reason) => {
+                                rejected = Some(reason);
+                                return Ok(false);
+                            }
                         }
                     }
-                }
-                Ok(true)
-            };
+                    Ok(true)
+                };
             llm::generate(
                 core.model,
                 core.sink,
@@ -234,7 +246,9 @@ impl Grounded<'_, '_> {
                 Ok(serde_json::from_str::<Value>(text.trim()).unwrap_or(Value::Null))
             }
             Err(CallError::Stopped(stop)) => return Err(stop),
-            Err(CallError::Halted) => Err(rejected.clone().unwrap_or_else(|| "the answer was stopped".into())),
+            Err(CallError::Halted) => Err(rejected
+                .clone()
+                .unwrap_or_else(|| "the answer was stopped".into())),
             Err(err) => Err(format!("the answer call failed: {err}")),
         };
         tracing::debug!(run = %core.input.run_id, ?outcome, "answer call");
@@ -278,14 +292,22 @@ impl Grounded<'_, '_> {
         let text = self.published.trim_end().to_owned();
         let numbers = cited_numbers(&text, self.passages.len());
         let citations = self.cite(core, &numbers)?;
-        core.sink.emit(RunEvent::AnswerBasis { basis: "passages".into() })?;
+        core.sink.emit(RunEvent::AnswerBasis {
+            basis: "passages".into(),
+        })?;
         let streamed = std::mem::take(&mut self.published);
         Ok(core.done(OutcomeKind::Answered, text, citations, &streamed))
     }
 
     /// The passage lines that best match the question, quoted with their citations.
-    fn extractive(&mut self, core: &mut TurnCore<'_>, reason: &str) -> Result<TurnOutcome, TurnStop> {
-        core.sink.emit(RunEvent::AnswerUnsupported { reason: reason.to_owned() })?;
+    fn extractive(
+        &mut self,
+        core: &mut TurnCore<'_>,
+        reason: &str,
+    ) -> Result<TurnOutcome, TurnStop> {
+        core.sink.emit(RunEvent::AnswerUnsupported {
+            reason: reason.to_owned(),
+        })?;
         let lines = best_lines(&core.question, &self.passages);
         if lines.is_empty() {
             // No line answers the question: the supported sentences already shown are the
@@ -305,20 +327,28 @@ impl Grounded<'_, '_> {
             }
         }
         let citations = self.cite(core, &numbers)?;
-        core.sink.emit(RunEvent::AnswerBasis { basis: "extractive".into() })?;
+        core.sink.emit(RunEvent::AnswerBasis {
+            basis: "extractive".into(),
+        })?;
         let streamed = std::mem::take(&mut self.published);
         Ok(core.done(OutcomeKind::Answered, text, citations, &streamed))
     }
 
     /// Nothing the user may read holds the answer: say so, cite nothing.
     fn abstain(&mut self, core: &mut TurnCore<'_>) -> Result<TurnOutcome, TurnStop> {
-        core.sink.emit(RunEvent::AnswerBasis { basis: "abstained".into() })?;
+        core.sink.emit(RunEvent::AnswerBasis {
+            basis: "abstained".into(),
+        })?;
         let text = localized(core.language, NOT_IN_KB).to_owned();
         let streamed = std::mem::take(&mut self.published);
         Ok(core.done(OutcomeKind::Answered, text, Vec::new(), &streamed))
     }
 
-    fn cite(&self, core: &mut TurnCore<'_>, numbers: &[usize]) -> Result<Vec<CitationPublic>, TurnStop> {
+    fn cite(
+        &self,
+        core: &mut TurnCore<'_>,
+        numbers: &[usize],
+    ) -> Result<Vec<CitationPublic>, TurnStop> {
         let mut citations = Vec::new();
         for &n in numbers {
             let citation = citation(n, &self.passages[n - 1]);
@@ -376,7 +406,9 @@ fn gate(sentence: &str, passages: &[&str], facts: &mut usize) -> Result<String, 
     }
     match faithfulness::check(sentence, passages) {
         Verdict::NoFact => Ok(faithfulness::without_markers(sentence)),
-        Verdict::Unsupported => Err("a sentence of the answer is not supported by the passages it cites".into()),
+        Verdict::Unsupported => {
+            Err("a sentence of the answer is not supported by the passages it cites".into())
+        }
         Verdict::Supported(supporting) => {
             *facts += 1;
             let cited = cited_numbers(sentence, passages.len());
@@ -400,22 +432,20 @@ fn says_not_found(text: &str) -> bool {
 
 /// The JSON schema of an answer call with `passages` numbered passages.
 pub fn answer_schema(passages: usize, can_search: bool) -> Value {
-    let mut choices = vec![
-        json!({
-            "type": "object",
-            "properties": {
-                "answer": {"type": "string", "minLength": 1, "maxLength": ANSWER_CHARS},
-                "citations": {
-                    "type": "array",
-                    "items": {"enum": (1..=passages.max(1)).collect::<Vec<usize>>()},
-                    "minItems": 1,
-                    "maxItems": 3
-                }
-            },
-            "required": ["answer", "citations"],
-            "additionalProperties": false
-        }),
-    ];
+    let mut choices = vec![json!({
+        "type": "object",
+        "properties": {
+            "answer": {"type": "string", "minLength": 1, "maxLength": ANSWER_CHARS},
+            "citations": {
+                "type": "array",
+                "items": {"enum": (1..=passages.max(1)).collect::<Vec<usize>>()},
+                "minItems": 1,
+                "maxItems": 3
+            }
+        },
+        "required": ["answer", "citations"],
+        "additionalProperties": false
+    })];
     if can_search {
         choices.push(json!({
             "type": "object",
@@ -429,7 +459,12 @@ pub fn answer_schema(passages: usize, can_search: bool) -> Value {
 
 /// A passage's text as the gate reads it: its title and headings count as its words.
 pub fn passage_text(passage: &Passage) -> String {
-    format!("{}\n{}\n{}", passage.title.clone().unwrap_or_default(), passage.heading_path.join(" > "), passage.text)
+    format!(
+        "{}\n{}\n{}",
+        passage.title.clone().unwrap_or_default(),
+        passage.heading_path.join(" > "),
+        passage.text
+    )
 }
 
 /// Whether the relevant passages together hold enough of the question's terms to answer it.
@@ -441,7 +476,8 @@ pub fn answerable(question: &str, passages: &[Passage]) -> bool {
 /// Whether a retrieved passage is relevant: the retriever found it close enough, and it
 /// holds enough of the question's terms.
 pub fn is_relevant(question: &str, passage: &Passage) -> bool {
-    passage.relevant && faithfulness::line_score(question, &passage_text(passage)) >= RELEVANT_COVERAGE
+    passage.relevant
+        && faithfulness::line_score(question, &passage_text(passage)) >= RELEVANT_COVERAGE
 }
 
 /// The part of `text` the model sees: whole when short, else the run of lines around the
@@ -515,10 +551,17 @@ fn clean_line(line: &str) -> String {
         .trim()
         .trim_start_matches(['#', '-', '*', '>', ' '])
         .trim();
-    let cjk = trimmed.chars().filter(|c| ('\u{4e00}'..='\u{9fff}').contains(c)).count();
+    let cjk = trimmed
+        .chars()
+        .filter(|c| ('\u{4e00}'..='\u{9fff}').contains(c))
+        .count();
     if cjk * 2 > trimmed.chars().count() {
         let kept: String = trimmed.chars().take(EXTRACT_CJK_CHARS).collect();
-        return if kept.len() < trimmed.len() { format!("{kept}…") } else { kept };
+        return if kept.len() < trimmed.len() {
+            format!("{kept}…")
+        } else {
+            kept
+        };
     }
     let words: Vec<&str> = trimmed.split_whitespace().collect();
     if words.len() > EXTRACT_WORDS {
@@ -560,30 +603,64 @@ mod tests {
 
     #[test]
     fn the_gate_shows_supported_sentences_and_corrects_their_markers() {
-        let texts = ["Run `df -hT` to see usage per filesystem.", "Deadlocks abort one transaction."];
+        let texts = [
+            "Run `df -hT` to see usage per filesystem.",
+            "Deadlocks abort one transaction.",
+        ];
         let mut facts = 0;
-        assert_eq!(gate("Run `df -hT` to see usage per filesystem [2]. ", &texts, &mut facts), Ok("Run `df -hT` to see usage per filesystem [1]. ".into()));
-        assert!(gate("Reboot the kubelet node immediately [1].", &texts, &mut facts).is_err());
+        assert_eq!(
+            gate(
+                "Run `df -hT` to see usage per filesystem [2]. ",
+                &texts,
+                &mut facts
+            ),
+            Ok("Run `df -hT` to see usage per filesystem [1]. ".into())
+        );
+        assert!(gate(
+            "Reboot the kubelet node immediately [1].",
+            &texts,
+            &mut facts
+        )
+        .is_err());
         assert_eq!(facts, 1);
     }
 
     #[test]
     fn relevance_needs_the_questions_terms() {
-        let disk = passage("When a disk is full, run df -hT first and look for deleted files held open.");
-        assert!(is_relevant("What should I check first when a disk is full?", &disk));
-        assert!(!is_relevant("What is the default Redis maxmemory eviction policy?", &disk));
+        let disk =
+            passage("When a disk is full, run df -hT first and look for deleted files held open.");
+        assert!(is_relevant(
+            "What should I check first when a disk is full?",
+            &disk
+        ));
+        assert!(!is_relevant(
+            "What is the default Redis maxmemory eviction policy?",
+            &disk
+        ));
     }
 
     #[test]
     fn the_extractive_answer_quotes_the_best_lines() {
         let disk = passage("# Disk full\nDisks fill up over time.\nRun `lsof +L1` to find deleted files still held open.");
         let lines = best_lines("Which command finds deleted files held open?", &[disk]);
-        assert_eq!(lines[0], (1, "Run `lsof +L1` to find deleted files still held open.".to_owned()));
+        assert_eq!(
+            lines[0],
+            (
+                1,
+                "Run `lsof +L1` to find deleted files still held open.".to_owned()
+            )
+        );
     }
 
     #[test]
     fn the_schema_offers_a_search_only_while_one_is_left() {
-        assert_eq!(answer_schema(2, true)["anyOf"].as_array().map(Vec::len), Some(2));
-        assert_eq!(answer_schema(2, false)["anyOf"].as_array().map(Vec::len), Some(1));
+        assert_eq!(
+            answer_schema(2, true)["anyOf"].as_array().map(Vec::len),
+            Some(2)
+        );
+        assert_eq!(
+            answer_schema(2, false)["anyOf"].as_array().map(Vec::len),
+            Some(1)
+        );
     }
 }

@@ -447,7 +447,11 @@ mod tests {
     fn the_schema_offers_only_what_the_budget_allows() {
         let params = json!({"type": "object"});
         let with_tools = step_schema(&[("current_time", &params)], 1, 400);
-        let actions = |schema: &Value| schema["properties"]["action"]["anyOf"].as_array().map(Vec::len);
+        let actions = |schema: &Value| {
+            schema["properties"]["action"]["anyOf"]
+                .as_array()
+                .map(Vec::len)
+        };
         assert_eq!(actions(&with_tools), Some(3));
         // No tool budget: answer or ask.
         let spent = step_schema(&[("current_time", &params)], 0, 400);

@@ -278,7 +278,9 @@ fn an_unsupported_answer_is_never_shown_and_the_passages_are_quoted_instead() {
 fn an_answer_cut_off_mid_sentence_is_not_shown() {
     let f = fixture();
     // The output ends inside the answer string: the token budget ran out.
-    let model = ScriptedModel::new(&[json!("{\"answer\":\"Find the blocking session first [1]. Then kill the")]);
+    let model = ScriptedModel::new(&[json!(
+        "{\"answer\":\"Find the blocking session first [1]. Then kill the"
+    )]);
     let (outcome, events) = turn(
         &f,
         model,

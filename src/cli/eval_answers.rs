@@ -63,14 +63,22 @@ struct Observed {
 }
 
 pub fn read_cases(file: &std::path::Path) -> anyhow::Result<Vec<Case>> {
-    let text = std::fs::read_to_string(file)
-        .with_context(|| format!("cannot read {}", file.display()))?;
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
     let mut cases = Vec::new();
-    for (number, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+    for (number, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
         let case: Case = serde_json::from_str(line)
             .with_context(|| format!("{} line {}: not a valid case", file.display(), number + 1))?;
         if case.answerable && case.answers.is_empty() {
-            anyhow::bail!("{} line {}: an answerable case needs gold answers", file.display(), number + 1);
+            anyhow::bail!(
+                "{} line {}: an answerable case needs gold answers",
+                file.display(),
+                number + 1
+            );
         }
         cases.push(case);
     }
@@ -88,8 +96,14 @@ pub fn run(options: &Options, engine: &Engine) -> anyhow::Result<Value> {
     if !options.kb.is_dir() {
         anyhow::bail!("{} is not a folder", options.kb.display());
     }
-    let chat = engine.chat_model(None).context("no chat model loaded")?.clone();
-    let embedder = engine.embed_model(None).context("no embedding model loaded")?.clone();
+    let chat = engine
+        .chat_model(None)
+        .context("no chat model loaded")?
+        .clone();
+    let embedder = engine
+        .embed_model(None)
+        .context("no embedding model loaded")?
+        .clone();
     let data = tempfile::tempdir()?;
     let store = crate::knowledge::open_store(data.path())?;
     let library = Arc::new(crate::knowledge::open_library_on(
@@ -104,14 +118,19 @@ pub fn run(options: &Options, engine: &Engine) -> anyhow::Result<Value> {
     store.set_kb_readers("eval", &[Reader::Role(Role::Viewer)])?;
     let ingest = Instant::now();
     library.sync("eval", &mut |_| {})?;
-    eprintln!("eval: ingested {} in {:.1} s", options.kb.display(), ingest.elapsed().as_secs_f64());
+    eprintln!(
+        "eval: ingested {} in {:.1} s",
+        options.kb.display(),
+        ingest.elapsed().as_secs_f64()
+    );
     let now = crate::runs::now_secs();
     let user = store.create_user("evaluator", Role::Viewer, "evaluation-password-1", now)?;
     let search = LibrarySearch(library.clone());
     let workers = chat_workers(store.clone(), library, &chat)?;
     let mut transcript = match &options.transcript {
         Some(path) => Some(std::io::BufWriter::new(
-            std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
+            std::fs::File::create(path)
+                .with_context(|| format!("cannot create {}", path.display()))?,
         )),
         None => None,
     };
@@ -188,10 +207,13 @@ fn ask(
         let data: Value = serde_json::from_str(&event.data).unwrap_or(Value::Null);
         match event.event_type.as_str() {
             "message.delta" if observed.first_token_ms.is_none() => {
-                observed.first_token_ms = data["at"].as_i64().map(|at| (at - posted_ms).max(0) as f64);
+                observed.first_token_ms =
+                    data["at"].as_i64().map(|at| (at - posted_ms).max(0) as f64);
             }
             "citation" => {
-                observed.cited_texts.push(data["text"].as_str().unwrap_or_default().to_owned());
+                observed
+                    .cited_texts
+                    .push(data["text"].as_str().unwrap_or_default().to_owned());
                 // The gate reads a passage with its title and headings.
                 let headings: Vec<&str> = data["heading_path"]
                     .as_array()
@@ -204,13 +226,19 @@ fn ask(
                     data["text"].as_str().unwrap_or_default()
                 ));
             }
-            "answer.basis" => observed.basis = data["basis"].as_str().unwrap_or_default().to_owned(),
+            "answer.basis" => {
+                observed.basis = data["basis"].as_str().unwrap_or_default().to_owned()
+            }
             "answer.unsupported" => observed.gate_rejected = true,
             _ => {}
         }
     }
     let (_, messages) = store.conversation(owner, &conversation.id)?;
-    if let Some(last) = messages.iter().rev().find(|m| m.role.to_string() == "assistant") {
+    if let Some(last) = messages
+        .iter()
+        .rev()
+        .find(|m| m.role.to_string() == "assistant")
+    {
         observed.answer = last.content.clone();
     }
     // An answer shown whole at the end has its first token then.
@@ -232,7 +260,13 @@ fn now_ms() -> i64 {
 pub fn normalise_answer(text: &str) -> String {
     let spaced: String = text
         .chars()
-        .map(|c| if c.is_alphanumeric() { c.to_lowercase().next().unwrap_or(c) } else { ' ' })
+        .map(|c| {
+            if c.is_alphanumeric() {
+                c.to_lowercase().next().unwrap_or(c)
+            } else {
+                ' '
+            }
+        })
         .collect();
     let words: Vec<&str> = spaced
         .split_whitespace()
@@ -241,7 +275,8 @@ pub fn normalise_answer(text: &str) -> String {
     // Between two CJK characters no space is kept.
     let mut out = String::new();
     for word in words {
-        let joins = out.chars().last().is_some_and(is_cjk) && word.chars().next().is_some_and(is_cjk);
+        let joins =
+            out.chars().last().is_some_and(is_cjk) && word.chars().next().is_some_and(is_cjk);
         if !out.is_empty() && !joins {
             out.push(' ');
         }
@@ -281,7 +316,10 @@ pub fn contains_gold(text: &str, gold: &str) -> bool {
 }
 
 fn words_of(text: &str) -> usize {
-    let latin = text.split_whitespace().filter(|w| w.chars().any(|c| c.is_alphanumeric() && !is_cjk(c))).count();
+    let latin = text
+        .split_whitespace()
+        .filter(|w| w.chars().any(|c| c.is_alphanumeric() && !is_cjk(c)))
+        .count();
     // Two Chinese characters read as about one word.
     latin + text.chars().filter(|c| is_cjk(*c)).count() / 2
 }
@@ -305,7 +343,8 @@ struct Report {
 
 impl Report {
     fn fail(&mut self, id: &str, check: &str, expected: Value, got: Value) {
-        self.failures.push(json!({"id": id, "check": check, "expected": expected, "got": got}));
+        self.failures
+            .push(json!({"id": id, "check": check, "expected": expected, "got": got}));
     }
 
     fn score(&mut self, case: &Case, seen: &Observed) {
@@ -324,14 +363,24 @@ impl Report {
         // The gate re-checks what was shown as the model's answer.
         if seen.basis == "passages" && !shown_answer_supported(&seen.answer, &seen.cited_sources) {
             self.unsupported_shown += 1;
-            self.fail(&case.id, "unsupported_shown", json!("every sentence supported"), json!(seen.answer));
+            self.fail(
+                &case.id,
+                "unsupported_shown",
+                json!("every sentence supported"),
+                json!(seen.answer),
+            );
         }
         if !case.answerable {
             self.unanswerable += 1;
             if abstained && seen.cited_texts.is_empty() {
                 self.abstained_correctly += 1;
             } else {
-                self.fail(&case.id, "abstention", json!("abstain, cite nothing"), json!(seen.answer));
+                self.fail(
+                    &case.id,
+                    "abstention",
+                    json!("abstain, cite nothing"),
+                    json!(seen.answer),
+                );
             }
             return;
         }
@@ -340,7 +389,12 @@ impl Report {
             self.false_abstentions += 1;
         }
         let short = words_of(&seen.answer) <= MAX_ANSWER_WORDS;
-        if short && case.answers.iter().any(|gold| contains_gold(&seen.answer, gold)) {
+        if short
+            && case
+                .answers
+                .iter()
+                .any(|gold| contains_gold(&seen.answer, gold))
+        {
             self.correct += 1;
         } else {
             self.fail(&case.id, "answer", json!(case.answers), json!(seen.answer));
@@ -352,12 +406,23 @@ impl Report {
         if cited {
             self.cited_correct += 1;
         } else {
-            self.fail(&case.id, "citation", json!(case.answers), json!(seen.cited_texts.len()));
+            self.fail(
+                &case.id,
+                "citation",
+                json!(case.answers),
+                json!(seen.cited_texts.len()),
+            );
         }
     }
 
     fn json(&self, model: &str) -> Value {
-        let share = |n: usize, of: usize| if of == 0 { Value::Null } else { json!(round(n as f64 / of as f64)) };
+        let share = |n: usize, of: usize| {
+            if of == 0 {
+                Value::Null
+            } else {
+                json!(round(n as f64 / of as f64))
+            }
+        };
         json!({
             "model": model,
             "cases": self.cases,
@@ -388,9 +453,12 @@ fn shown_answer_supported(answer: &str, cited_texts: &[String]) -> bool {
     let mut split = faithfulness::Sentences::default();
     let mut sentences = split.push(answer);
     sentences.push(split.rest());
-    sentences
-        .iter()
-        .all(|s| !matches!(faithfulness::check(s, &texts), faithfulness::Verdict::Unsupported))
+    sentences.iter().all(|s| {
+        !matches!(
+            faithfulness::check(s, &texts),
+            faithfulness::Verdict::Unsupported
+        )
+    })
 }
 
 fn round(value: f64) -> f64 {

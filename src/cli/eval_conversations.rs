@@ -306,7 +306,6 @@ fn run_case(
     Ok(observed)
 }
 
-
 /// The run workers answering chat turns with the agent wired as the server wires it: the
 /// library as its search, the sample playbooks and skills, one worker.
 pub(super) fn chat_workers(
