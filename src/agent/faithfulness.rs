@@ -288,21 +288,106 @@ pub fn exact_terms(sentence: &str) -> Vec<String> {
         .map(|(_, s)| s)
         .collect::<Vec<_>>()
         .join(" ");
-    for token in
-        plain.split(|c: char| c.is_whitespace() || "，。；：、（）()[]{}\"'“”,;!?！？".contains(c))
-    {
-        let token = token.trim_end_matches(['.', ':']);
+    let tokens: Vec<&str> = plain
+        .split(|c: char| c.is_whitespace() || "，。；：、（）()[]{}\"'“”,;!?！？".contains(c))
+        .map(|token| token.trim_end_matches(['.', ':']))
+        .filter(|token| !token.is_empty())
+        .collect();
+    for (i, token) in tokens.iter().enumerate() {
         let numeric = token.chars().any(|c| c.is_ascii_digit());
         let pathlike = token.len() > 1
             && (token.contains('/') || token.starts_with('-') || token.contains('_'));
-        // A lone digit is a list number or a count too loose to hold the model to.
-        let lone_digit = token.len() == 1;
-        if (numeric || pathlike) && !lone_digit && token.chars().any(|c| c.is_ascii_alphanumeric())
-        {
+        // A lone digit is a list number or a count too loose to hold the model to, unless a
+        // unit makes it a quantity ("5 seconds").
+        if token.len() == 1 && numeric {
+            if let Some(unit) = tokens.get(i + 1).and_then(|next| unit_stem(next)) {
+                exact.push(format!("{token} {unit}"));
+            }
+            continue;
+        }
+        if (numeric || pathlike) && token.chars().any(|c| c.is_ascii_alphanumeric()) {
             exact.push(normalise(token));
         }
     }
     exact
+}
+
+/// The stem of a unit word ("seconds" → "second"), or `None` for any other word.
+fn unit_stem(word: &str) -> Option<&'static str> {
+    const UNITS: &[&str] = &[
+        "second",
+        "minute",
+        "hour",
+        "day",
+        "week",
+        "month",
+        "year",
+        "byte",
+        "percent",
+        "time",
+        "retry",
+        "retries",
+        "replica",
+        "connection",
+        "thread",
+        "worker",
+        "core",
+    ];
+    let word = word.to_ascii_lowercase();
+    UNITS
+        .iter()
+        .find(|unit| word.starts_with(**unit) && word.len() <= unit.len() + 2)
+        .copied()
+}
+
+/// The names a question asks about, lower-cased: proper nouns (a capitalised word inside a
+/// sentence: "Argo", "Kafka"), mixed-case names ("MongoDB", "VirtualService") and settings
+/// (`client_max_body_size`). A question naming something its passages never mention is not
+/// answered by them. What a user pastes about their own system (hosts, addresses, ids,
+/// numbers: words with digits, dots or slashes) and acronyms ("TLS", "MB") are not names.
+pub fn named_terms(question: &str) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    // Chinese has no capitals of its own: a capitalised Latin word in it is a name.
+    let cjk_question = question.chars().any(is_cjk);
+    let mut sentence_start = true;
+    for raw in question.split(|c: char| {
+        c.is_whitespace() || "，、（）()[]{}\"“”`,;:!?！？。；：".contains(c) || is_cjk(c)
+    }) {
+        let starts_sentence = sentence_start;
+        if !raw.is_empty() {
+            sentence_start = raw.ends_with(['.', '?', '!']);
+        }
+        let word = raw
+            .split('\'')
+            .next()
+            .unwrap_or_default()
+            .trim_end_matches(['.', '?', '!']);
+        if word.len() < 2 || !word.chars().all(|c| c.is_ascii_alphabetic() || c == '_') {
+            continue;
+        }
+        let setting = word.contains('_') && word.chars().any(|c| c.is_ascii_alphabetic());
+        let tail = &word[1..];
+        let capitalised = word.starts_with(|c: char| c.is_ascii_uppercase());
+        let mixed_case = capitalised
+            && tail.chars().any(|c| c.is_ascii_uppercase())
+            && tail.chars().any(|c| c.is_ascii_lowercase());
+        let proper_noun = capitalised
+            && (cjk_question || !starts_sentence)
+            && tail.chars().all(|c| c.is_ascii_lowercase());
+        let name = word.to_ascii_lowercase();
+        if (setting || mixed_case || proper_noun) && !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names
+}
+
+/// Whether `text` mentions every name `question` asks about (see [`named_terms`]).
+pub fn holds_names(question: &str, text: &str) -> bool {
+    let text = normalise(text);
+    named_terms(question)
+        .iter()
+        .all(|name| text.contains(name.as_str()))
 }
 
 /// The share of `wanted`'s content terms that `holder` holds; `None` when `wanted` has none.
@@ -520,6 +605,46 @@ mod tests {
             check("Usage per filesystem above 95% is shown by df.", &[DISK]),
             Verdict::Unsupported
         );
+    }
+
+    #[test]
+    fn a_quantity_must_appear_with_its_unit() {
+        let steps = "Classify the error. Read-only until step 5. Set lock_timeout per session.";
+        assert_eq!(
+            check("The default lock_timeout is 5 seconds [1].", &[steps]),
+            Verdict::Unsupported
+        );
+        let timeouts = "Set lock_timeout to 5 seconds for migrations.";
+        assert_eq!(
+            check("Set lock_timeout to 5 seconds [1].", &[timeouts]),
+            Verdict::Supported(vec![1])
+        );
+    }
+
+    #[test]
+    fn names_are_what_a_question_asks_about() {
+        assert_eq!(
+            named_terms("How do I enable the slow query profiler in MongoDB?"),
+            ["mongodb"]
+        );
+        assert_eq!(
+            named_terms("What is Nginx's default client_max_body_size?"),
+            ["nginx", "client_max_body_size"]
+        );
+        assert_eq!(named_terms("用 Argo CD 管理的应用要怎么回滚？"), ["argo"]);
+        // Sentence capitals, acronyms and what a user pastes about their own system are not.
+        assert!(named_terms(
+            "Disk on db-7.example.com is 95% full. What does TLS or MB have to do with it?"
+        )
+        .is_empty());
+        assert!(holds_names(
+            "Which Docker command shows disk use?",
+            "Run `docker system df` to see what images take."
+        ));
+        assert!(!holds_names(
+            "How do I roll back an app in Argo CD?",
+            "Roll back with kubectl rollout undo."
+        ));
     }
 
     #[test]

@@ -205,7 +205,6 @@ impl Grounded<'_, '_> {
             core.sink.delta_interval(),
         );
         let messages = self.messages(core);
-        tracing::trace!(run = %core.input.run_id, prompt = ?messages.iter().map(|m| m.content.as_str()).collect::<Vec<_>>(), "answer prompt");
         let mut rejected: Option<String> = None;
         let mut facts = 0usize;
         let result = {
@@ -251,10 +250,11 @@ impl Grounded<'_, '_> {
                 .unwrap_or_else(|| "the answer was stopped".into())),
             Err(err) => Err(format!("the answer call failed: {err}")),
         };
-        tracing::debug!(run = %core.input.run_id, ?outcome, "answer call");
+        if let Err(reason) = &outcome {
+            tracing::debug!(run = %core.input.run_id, reason, "answer rejected");
+        }
         let choice = match outcome {
             Err(reason) => Choice::Rejected(reason),
-            Ok(value) if value.get("not_found").is_some() => Choice::NotFound,
             Ok(value) if value.get("search").is_some() => {
                 Choice::Search(value["search"].as_str().unwrap_or_default().to_owned())
             }
@@ -467,10 +467,17 @@ pub fn passage_text(passage: &Passage) -> String {
     )
 }
 
-/// Whether the relevant passages together hold enough of the question's terms to answer it.
+/// Whether the relevant passages together can answer the question: they hold enough of its
+/// terms, and every name it asks about (a product, a setting: see
+/// [`faithfulness::named_terms`]).
 pub fn answerable(question: &str, passages: &[Passage]) -> bool {
-    let joined: Vec<String> = passages.iter().map(passage_text).collect();
-    faithfulness::line_score(question, &joined.join("\n")) >= ANSWERABLE_COVERAGE
+    let joined = passages
+        .iter()
+        .map(passage_text)
+        .collect::<Vec<_>>()
+        .join("\n");
+    faithfulness::line_score(question, &joined) >= ANSWERABLE_COVERAGE
+        && faithfulness::holds_names(question, &joined)
 }
 
 /// Whether a retrieved passage is relevant: the retriever found it close enough, and it

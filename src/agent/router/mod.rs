@@ -334,6 +334,10 @@ fn question_about_method(words: &str) -> bool {
         "how many",
         "how soon",
         "threshold",
+        "should i",
+        "should we",
+        "at what",
+        "is it safe",
         "怎么",
         "如何",
         "为什么",
@@ -344,7 +348,9 @@ fn question_about_method(words: &str) -> bool {
         "多久",
         "多长时间",
         "阈值",
-        "应该问",
+        "应该",
+        "要不要",
+        "该不该",
     ];
     // "怎么样" asks how something is going, not how to do it.
     any_phrase(&words.replace("怎么样", " "), METHOD)
@@ -708,6 +714,29 @@ mod tests {
         );
         check("hello!", Chat, None, None, false);
         check("谢谢", Chat, None, None, false);
+        // Asking for advice about an action is not asking for the action.
+        check(
+            "The migration cannot be undone. Should I roll back?",
+            KnowledgeQuestion,
+            None,
+            None,
+            false,
+        );
+        check(
+            "At what usage should the disk alerts fire?",
+            KnowledgeQuestion,
+            None,
+            None,
+            false,
+        );
+        check(
+            "发布后错误率升高，要不要回滚？",
+            KnowledgeQuestion,
+            None,
+            None,
+            false,
+        );
+        check("roll back the deploy", RecoveryRequest, None, None, true);
     }
 
     #[test]

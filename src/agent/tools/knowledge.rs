@@ -14,6 +14,8 @@ use crate::store::SideEffect;
 
 /// A vector similarity at or above this makes a hit relevant.
 pub const RELEVANT_VECTOR_SCORE: f32 = 0.35;
+/// A BM25 rank at or above this (1 = best) makes a hit relevant.
+const RELEVANT_BM25_RANK: usize = 3;
 /// Most characters of one passage returned (a whole chunk: chunks hold at most 220
 /// embedding tokens); the answer call shows the model an excerpt of it.
 const MAX_PASSAGE_CHARS: usize = 1_500;
@@ -121,13 +123,18 @@ impl Tool for KnowledgeRetrieval {
 
 /// A search hit as the answer sees it.
 pub fn passage(hit: &SearchHit) -> Passage {
-    // Without a vector list (e.g. Chinese text under an English embedding model) the BM25
-    // top hits are the evidence there is.
-    let relevant = match (&hit.vector, &hit.bm25) {
-        (Some(vector), _) => vector.score >= RELEVANT_VECTOR_SCORE,
-        (None, Some(bm25)) => bm25.rank <= 3,
-        (None, None) => false,
-    };
+    // Either retriever can vouch for a hit: a close embedding, or a top BM25 rank (a
+    // paraphrase can sit under the vector threshold while naming the exact terms, and
+    // Chinese text under an English embedding model has BM25 only). The answer path then
+    // asks that the passage holds the question's terms.
+    let relevant = hit
+        .vector
+        .as_ref()
+        .is_some_and(|vector| vector.score >= RELEVANT_VECTOR_SCORE)
+        || hit
+            .bm25
+            .as_ref()
+            .is_some_and(|bm25| bm25.rank <= RELEVANT_BM25_RANK);
     Passage {
         chunk_id: hit.chunk_id,
         kb: hit.citation.kb.clone(),
