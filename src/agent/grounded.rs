@@ -207,20 +207,31 @@ impl Grounded<'_, '_> {
         let messages = self.messages(core);
         let mut rejected: Option<String> = None;
         let mut facts = 0usize;
+        // A small model can loop on its last sentence: a sentence said before ends the
+        // answer, which stands on what was shown.
+        let mut said: Vec<String> = Vec::new();
+        let mut repeated = false;
         let result = {
-            let mut on_text =
-                |piece: &str, sink: &mut dyn crate::runs::TurnSink| -> Result<bool, TurnStop> {
-                    for sentence in sentences.push(&field.push(piece)) {
-                        match gate(&sentence, &texts, &mut facts) {
-                            Ok(shown) => publisher.publish(&shown, sink)?,
-                            Err(reason) => {
-                                rejected = Some(reason);
-                                return Ok(false);
-                            }
+            let mut on_text = |piece: &str,
+                               sink: &mut dyn crate::runs::TurnSink|
+             -> Result<bool, TurnStop> {
+                for sentence in sentences.push(&field.push(piece)) {
+                    let body = faithfulness::normalise(&faithfulness::without_markers(&sentence));
+                    if !body.is_empty() && said.contains(&body) {
+                        repeated = true;
+                        return Ok(false);
+                    }
+                    said.push(body);
+                    match gate(&sentence, &texts, &mut facts) {
+                        Ok(shown) => publisher.publish(&shown, sink)?,
+                        Err(reason) => {
+                            rejected = Some(reason);
+                            return Ok(false);
                         }
                     }
-                    Ok(true)
-                };
+                }
+                Ok(true)
+            };
             llm::generate(
                 core.model,
                 core.sink,
@@ -250,10 +261,12 @@ impl Grounded<'_, '_> {
                 .unwrap_or_else(|| "the answer was stopped".into())),
             Err(err) => Err(format!("the answer call failed: {err}")),
         };
-        if let Err(reason) = &outcome {
+        if let (Err(reason), false) = (&outcome, repeated) {
             tracing::debug!(run = %core.input.run_id, reason, "answer rejected");
         }
         let choice = match outcome {
+            _ if repeated && facts > 0 => Choice::Answered,
+            _ if repeated => Choice::Rejected("the answer repeated itself".into()),
             Err(reason) => Choice::Rejected(reason),
             Ok(value) if value.get("search").is_some() => {
                 Choice::Search(value["search"].as_str().unwrap_or_default().to_owned())
@@ -295,8 +308,10 @@ impl Grounded<'_, '_> {
         core.sink.emit(RunEvent::AnswerBasis {
             basis: "passages".into(),
         })?;
+        // The stored answer is what streamed, less trailing whitespace (a sentence is
+        // published with the space after it).
         let streamed = std::mem::take(&mut self.published);
-        Ok(core.done(OutcomeKind::Answered, text, citations, &streamed))
+        Ok(core.done(OutcomeKind::Answered, text, citations, streamed.trim_end()))
     }
 
     /// The passage lines that best match the question, quoted with their citations.

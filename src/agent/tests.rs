@@ -275,6 +275,30 @@ fn an_unsupported_answer_is_never_shown_and_the_passages_are_quoted_instead() {
 }
 
 #[test]
+fn an_answer_that_repeats_itself_ends_at_the_repeat() {
+    let f = fixture();
+    let sentence = "Find the blocking session with pg_blocking_pids [1].";
+    let model = ScriptedModel::new(&[grounded(&format!("{sentence} {sentence} {sentence}"), &[1])]);
+    let (outcome, events) = turn(
+        &f,
+        model,
+        vec!["Deadlocks: find the blocking session with pg_blocking_pids."],
+        "how do I find the session behind a deadlock?",
+    );
+    let TurnOutcome::Done(OutcomeKind::Answered, answer) = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(
+        answer.text.matches("pg_blocking_pids").count(),
+        1,
+        "{}",
+        answer.text
+    );
+    assert_eq!(basis(&events).as_deref(), Some("passages"));
+    assert_eq!(streamed(&events).trim_end(), answer.text);
+}
+
+#[test]
 fn an_answer_cut_off_mid_sentence_is_not_shown() {
     let f = fixture();
     // The output ends inside the answer string: the token budget ran out.

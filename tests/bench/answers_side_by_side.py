@@ -18,7 +18,8 @@ Sides:
     constrained to the case's schema (`response_format` json_object + schema). The raw model
     output is scored, with no gate: the answer and citations are read from the JSON (if it
     does not parse, the answer is the raw text and nothing is cited). The schema offers no
-    abstention, so llama.cpp counts as abstaining only when its answer is empty.
+    abstention of its own, so llama.cpp abstains when its answer is empty or is the prompt's
+    NOT_FOUND (whatever it cites then is not counted).
   * warden: recomputed from the transcript's `warden` fields (abstained = basis
     "abstained", cited = the cited passage texts).
 
@@ -167,7 +168,23 @@ class Report:
 # --- transcript and llama.cpp -------------------------------------------------------------
 
 
-def load_transcript(path, limit):
+def without_max_length(schema):
+    """The schema without `maxLength`: llama.cpp compiles it into hundreds of nested optional
+    characters, which slows sampling to tens of seconds a case; `max_tokens` bounds the
+    reply instead."""
+    if isinstance(schema, dict):
+        return {k: without_max_length(v) for k, v in schema.items() if k != "maxLength"}
+    if isinstance(schema, list):
+        return [without_max_length(v) for v in schema]
+    return schema
+
+
+def says_not_found(answer):
+    """Whether a reply is the prompt's abstention word (the model's own abstention)."""
+    return answer.strip().strip(".。!！").upper() == "NOT_FOUND"
+
+
+def load_transcript(path, limit, stride=1):
     cases = []
     with open(path, encoding="utf-8") as lines:
         for number, line in enumerate(lines, 1):
@@ -178,6 +195,7 @@ def load_transcript(path, limit):
             if missing:
                 raise SystemExit(f"{path}:{number}: transcript line lacks {sorted(missing)}")
             cases.append(case)
+    cases = cases[::stride]
     return cases[:limit] if limit else cases
 
 
@@ -223,7 +241,7 @@ def generate(llm, case):
         temperature=0.0,
         max_tokens=MAX_TOKENS,
         repeat_penalty=REPEAT_PENALTY,
-        response_format={"type": "json_object", "schema": case["schema"]},
+        response_format={"type": "json_object", "schema": without_max_length(case["schema"])},
         stream=True,
     )
     for chunk in stream:
@@ -256,10 +274,11 @@ def main():
     parser.add_argument("--gguf", default=str(GGUF), help=f"the GGUF Warden answered with (default {GGUF.relative_to(ROOT)})")
     parser.add_argument("--threads", type=int, default=2, help="llama.cpp threads (default 2)")
     parser.add_argument("--limit", type=int, default=None, help="only the first N cases")
+    parser.add_argument("--stride", type=int, default=1, help="every Nth case (a slice across the set)")
     parser.add_argument("--skip-llama", action="store_true", help="recompute Warden's side only")
     args = parser.parse_args()
 
-    cases = load_transcript(args.transcript, args.limit)
+    cases = load_transcript(args.transcript, args.limit, max(args.stride, 1))
     log(f"{len(cases)} cases from {args.transcript}")
     warden = Report()
     llama = Report()
@@ -284,7 +303,8 @@ def main():
         total_ms.append(total)
         if first is not None:
             first_ms.append(first)
-        llama.score(case, answer, answer.strip() == "", [passages[n - 1] for n in citations])
+        abstained = answer.strip() == "" or says_not_found(answer)
+        llama.score(case, answer, abstained, [] if abstained else [passages[n - 1] for n in citations])
         log(f"[{number}/{len(cases)}] {case['id']} cites {citations} ({total:.0f} ms): {answer[:100]!r}")
 
     sides = {}
