@@ -302,16 +302,20 @@ impl Grounded<'_, '_> {
 
     /// The checked answer, with its citations.
     fn finish(&mut self, core: &mut TurnCore<'_>) -> Result<TurnOutcome, TurnStop> {
-        let text = self.published.trim_end().to_owned();
-        let numbers = cited_numbers(&text, self.passages.len());
+        let numbers = cited_numbers(&self.published, self.passages.len());
         let citations = self.cite(core, &numbers)?;
         core.sink.emit(RunEvent::AnswerBasis {
             basis: "passages".into(),
         })?;
-        // The stored answer is what streamed, less trailing whitespace (a sentence is
-        // published with the space after it).
+        // The stored answer is exactly what streamed (a sentence is published with the space
+        // after it; trimming one side only would store the answer twice).
         let streamed = std::mem::take(&mut self.published);
-        Ok(core.done(OutcomeKind::Answered, text, citations, streamed.trim_end()))
+        Ok(core.done(
+            OutcomeKind::Answered,
+            streamed.clone(),
+            citations,
+            &streamed,
+        ))
     }
 
     /// The passage lines that best match the question, quoted with their citations.

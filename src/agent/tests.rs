@@ -295,7 +295,7 @@ fn an_answer_that_repeats_itself_ends_at_the_repeat() {
         answer.text
     );
     assert_eq!(basis(&events).as_deref(), Some("passages"));
-    assert_eq!(streamed(&events).trim_end(), answer.text);
+    assert_eq!(streamed(&events), answer.text);
 }
 
 #[test]
