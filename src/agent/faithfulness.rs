@@ -17,6 +17,8 @@ use crate::retrieval::cjk;
 pub const SUPPORT_SHARE: f64 = 0.5;
 /// Content terms below which a sentence states no fact of its own ("Here is how:").
 const FACT_TERMS: usize = 3;
+/// Words of a bare answer at most (a name, a package, a standard).
+const BARE_WORDS: usize = 3;
 
 /// English words that carry no fact.
 const STOP_WORDS: &[&str] = &[
@@ -277,7 +279,9 @@ pub fn normalise(text: &str) -> String {
 pub fn exact_terms(sentence: &str) -> Vec<String> {
     let mut exact = Vec::new();
     for (i, span) in sentence.split('`').enumerate() {
-        if i % 2 == 1 && !span.trim().is_empty() {
+        // A trailing backslash is Markdown escaping, not part of a one-line command.
+        let span = span.trim().trim_end_matches('\\').trim_end();
+        if i % 2 == 1 && !span.is_empty() {
             exact.push(normalise(span));
         }
     }
@@ -341,10 +345,11 @@ fn unit_stem(word: &str) -> Option<&'static str> {
 }
 
 /// The names a question asks about, lower-cased: proper nouns (a capitalised word inside a
-/// sentence: "Argo", "Kafka"), mixed-case names ("MongoDB", "VirtualService") and settings
-/// (`client_max_body_size`). A question naming something its passages never mention is not
-/// answered by them. What a user pastes about their own system (hosts, addresses, ids,
-/// numbers: words with digits, dots or slashes) and acronyms ("TLS", "MB") are not names.
+/// sentence: "Argo", "Kafka"), mixed-case names ("MongoDB", "VirtualService"), acronyms of
+/// three letters or more ("XFS", "TLS") and settings (`client_max_body_size`). A question
+/// naming something its passages never mention is not answered by them. What a user pastes
+/// about their own system (hosts, addresses, ids, numbers: words with digits, dots or
+/// slashes) and two-letter abbreviations ("MB", "DB") are not names.
 pub fn named_terms(question: &str) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     // Chinese has no capitals of its own: a capitalised Latin word in it is a name.
@@ -374,8 +379,9 @@ pub fn named_terms(question: &str) -> Vec<String> {
         let proper_noun = capitalised
             && (cjk_question || !starts_sentence)
             && tail.chars().all(|c| c.is_ascii_lowercase());
+        let acronym = word.len() >= 3 && word.chars().all(|c| c.is_ascii_uppercase());
         let name = word.to_ascii_lowercase();
-        if (setting || mixed_case || proper_noun) && !names.contains(&name) {
+        if (setting || mixed_case || proper_noun || acronym) && !names.contains(&name) {
             names.push(name);
         }
     }
@@ -388,6 +394,71 @@ pub fn holds_names(question: &str, text: &str) -> bool {
     named_terms(question)
         .iter()
         .all(|name| text.contains(name.as_str()))
+}
+
+/// Whether an answer sentence tells more than the question it answers: a term, a command,
+/// a number or a negation the question does not hold. A sentence that only restates the
+/// question ("MySQL error 1205 rolls back by default") answers nothing — unless the
+/// question asks yes or no, where restating it is the answer "yes".
+pub fn adds_to(question: &str, sentence: &str) -> bool {
+    if asks_yes_or_no(question) {
+        return true;
+    }
+    let body = without_markers(sentence);
+    let asked = content_terms(question);
+    let asked_exact = normalise(question);
+    content_terms(&body)
+        .iter()
+        .any(|term| !asked.contains(term))
+        || exact_terms(&body)
+            .iter()
+            .any(|term| !asked_exact.contains(term.as_str()))
+        || negates(&body) && !negates(question)
+}
+
+/// Whether a question asks yes or no ("Does …?", "Is …?", "…吗？", "是否…").
+fn asks_yes_or_no(question: &str) -> bool {
+    const AUXILIARIES: &[&str] = &[
+        "do", "does", "did", "is", "are", "was", "were", "can", "could", "should", "will", "would",
+        "has", "have", "may", "must",
+    ];
+    let first = question
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .find(|word| !word.is_empty())
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    AUXILIARIES.contains(&first.as_str())
+        || [
+            "吗",
+            "是否",
+            "是不是",
+            "能不能",
+            "要不要",
+            "会不会",
+            "有没有",
+        ]
+        .iter()
+        .any(|marker| question.contains(marker))
+}
+
+/// Whether a text says no/not (its content terms leave negation out as a stop word).
+fn negates(text: &str) -> bool {
+    const NEGATIONS: &[&str] = &["no", "not", "never", "none", "cannot"];
+    let lowered = text.to_lowercase();
+    lowered
+        .split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .any(|word| NEGATIONS.contains(&word) || word.ends_with("n't"))
+        || ["不", "没", "无", "非"].iter().any(|n| text.contains(n))
+}
+
+/// Whether a sentence talks about the passages ("the fields are listed in the passage")
+/// instead of stating what they say: it is not an answer.
+pub fn about_the_passages(sentence: &str) -> bool {
+    let lowered = sentence.to_lowercase();
+    lowered
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .any(|word| word == "passage" || word == "passages")
+        || sentence.contains("资料")
 }
 
 /// The share of `wanted`'s content terms that `holder` holds; `None` when `wanted` has none.
@@ -407,8 +478,22 @@ pub fn support(sentence: &str, passage: &str) -> f64 {
 
 /// Whether a sentence states a fact that must be checked.
 pub fn states_a_fact(sentence: &str) -> bool {
-    content_terms(&without_markers(sentence)).len() >= FACT_TERMS
-        || !exact_terms(sentence).is_empty()
+    let body = without_markers(sentence);
+    content_terms(&body).len() >= FACT_TERMS || !exact_terms(sentence).is_empty() || names(&body)
+}
+
+/// Whether a sentence is a bare answer ("dirvish.", "DNSSEC"): a few Latin-script words,
+/// not a lead-in to what follows, with a term of its own. Every term of it must be in the
+/// passage. A short Chinese sentence ("直接回滚。") is a verdict in the model's words,
+/// not a name: it stays a sentence without a fact of its own.
+fn names(body: &str) -> bool {
+    let trimmed = body.trim();
+    trimmed.split_whitespace().count() <= BARE_WORDS
+        && !trimmed.chars().any(is_cjk)
+        && !trimmed.ends_with([':', '：'])
+        && content_terms(trimmed)
+            .iter()
+            .any(|term| term.chars().any(char::is_alphabetic))
 }
 
 /// The verdict on one sentence against the passages it may rest on.
@@ -440,7 +525,8 @@ pub fn check(sentence: &str, passages: &[&str]) -> Verdict {
                 return None;
             }
             let share = support(&body, passage);
-            (share >= SUPPORT_SHARE).then_some((i + 1, share))
+            let needed = if names(&body) { 1.0 } else { SUPPORT_SHARE };
+            (share >= needed).then_some((i + 1, share))
         })
         .collect();
     if supporting.is_empty() {
@@ -622,6 +708,51 @@ mod tests {
     }
 
     #[test]
+    fn an_answer_must_tell_more_than_the_question() {
+        let question = "After MySQL error 1205, what is rolled back by default?";
+        assert!(!adds_to(
+            question,
+            "MySQL error 1205 rolls back by default [3]."
+        ));
+        assert!(adds_to(
+            question,
+            "Only the current statement is rolled back [3]."
+        ));
+        assert!(adds_to(
+            "Does a feature behind a flag need a redeploy?",
+            "A feature behind a flag does not need a redeploy [1]."
+        ));
+        // Restating a yes-or-no question is the answer "yes".
+        assert!(adds_to(
+            "Does a deadlock abort one transaction?",
+            "A deadlock aborts one transaction [1]."
+        ));
+        assert!(adds_to(
+            "Which port does sshd listen on?",
+            "sshd listens on port 22 [1]."
+        ));
+        assert!(adds_to(
+            "功能由开关控制，需要重新发布哪个服务？",
+            "功能由开关控制，不需要重新发布 [2]。"
+        ));
+        assert!(!adds_to(
+            "Nginx 返回 504 时，默认多长时间后返回？",
+            "Nginx 返回 504 时，默认多长时间后返回 [2]。"
+        ));
+    }
+
+    #[test]
+    fn a_sentence_about_the_passages_is_not_an_answer() {
+        assert!(about_the_passages(
+            "The fields of /etc/anacrontab are listed in the passage [1]."
+        ));
+        assert!(about_the_passages("资料 [1] 中列出了这些字段。"));
+        assert!(!about_the_passages(
+            "Run `df -i` to see inode use per filesystem [1]."
+        ));
+    }
+
+    #[test]
     fn names_are_what_a_question_asks_about() {
         assert_eq!(
             named_terms("How do I enable the slow query profiler in MongoDB?"),
@@ -632,9 +763,11 @@ mod tests {
             ["nginx", "client_max_body_size"]
         );
         assert_eq!(named_terms("用 Argo CD 管理的应用要怎么回滚？"), ["argo"]);
-        // Sentence capitals, acronyms and what a user pastes about their own system are not.
+        assert_eq!(named_terms("How are quotas managed on XFS?"), ["xfs"]);
+        // Sentence capitals, two-letter abbreviations and what a user pastes about their own
+        // system are not.
         assert!(named_terms(
-            "Disk on db-7.example.com is 95% full. What does TLS or MB have to do with it?"
+            "Disk on db-7.example.com is 95% full. What does the DB or MB have to do with it?"
         )
         .is_empty());
         assert!(holds_names(
@@ -662,6 +795,33 @@ mod tests {
     fn lead_ins_state_no_fact() {
         assert_eq!(check("Here is what to do:", &[DISK]), Verdict::NoFact);
         assert_eq!(check("1.", &[DISK]), Verdict::NoFact);
+    }
+
+    #[test]
+    fn a_code_span_is_compared_without_a_trailing_escape() {
+        let passage = "Run `SHOW ENGINE INNODB STATUS` and read LATEST DETECTED DEADLOCK.";
+        assert_eq!(
+            check(
+                "用 `SHOW ENGINE INNODB STATUS\\` 查看最近的死锁 [1]。",
+                &[passage]
+            ),
+            Verdict::Supported(vec![1])
+        );
+    }
+
+    #[test]
+    fn a_bare_answer_is_a_fact_the_passage_must_hold() {
+        let passage = "Backups are organised by dirvish into vaults of hard links.";
+        assert_eq!(
+            check("dirvish [1].", &[passage]),
+            Verdict::Supported(vec![1])
+        );
+        assert_eq!(check("restic [1].", &[passage]), Verdict::Unsupported);
+        assert_eq!(
+            check("dirvish vaults restic.", &[passage]),
+            Verdict::Unsupported
+        );
+        assert_eq!(check("直接回滚。", &[passage]), Verdict::NoFact);
     }
 
     #[test]

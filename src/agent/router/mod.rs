@@ -230,7 +230,7 @@ pub fn route_by_rules(text: &str) -> Option<Route> {
     if mentions_diagnostic_task && asks_after && !question_about_method(&words) && !recovery {
         return Some(with_ids(Intent::DiagnosticStatus));
     }
-    if recovery && !question_about_method(&words) {
+    if recovery && !question_about_method(&words) && !asks_which_or_whether(&words) {
         return Some(with_ids(Intent::RecoveryRequest));
     }
     if diagnose && !question_about_method(&words) && refers_to_current_problem(&words) {
@@ -356,6 +356,24 @@ fn question_about_method(words: &str) -> bool {
     any_phrase(&words.replace("怎么样", " "), METHOD)
 }
 
+/// "回滚到什么范围？", "能不能重启数据库来加快？", "which setting needs a restart?": a
+/// question about an action (what, which, whether), not a request for it.
+fn asks_which_or_whether(words: &str) -> bool {
+    const ASKS: &[&str] = &[
+        "what",
+        "which",
+        "whether",
+        "什么",
+        "哪个",
+        "哪种",
+        "怎样",
+        "能不能",
+        "可不可以",
+        "是否",
+    ];
+    any_phrase(words, ASKS)
+}
+
 /// "diagnose it", "诊断一下": an action on the problem at hand, not a topic.
 fn refers_to_current_problem(words: &str) -> bool {
     const POINTERS: &[&str] = &[
@@ -376,7 +394,23 @@ fn refers_to_current_problem(words: &str) -> bool {
         "立即",
         "当前",
     ];
-    any_phrase(words, POINTERS) || words.split_whitespace().count() <= 3
+    any_phrase(words, POINTERS) || word_count(words) <= 3
+}
+
+/// Words in a message, a Chinese word counted as two characters (Chinese has no spaces:
+/// "mysql 慢日志一般用哪个工具汇总分析" is eight words, not two).
+fn word_count(words: &str) -> usize {
+    words
+        .split_whitespace()
+        .map(|token| {
+            let cjk = token
+                .chars()
+                .filter(|c| ('\u{4e00}'..='\u{9fff}').contains(c))
+                .count();
+            let rest = token.chars().count() - cjk;
+            usize::from(rest > 0) + cjk.div_ceil(2)
+        })
+        .sum()
 }
 
 fn is_small_talk(words: &str) -> bool {
@@ -737,6 +771,25 @@ mod tests {
             false,
         );
         check("roll back the deploy", RecoveryRequest, None, None, true);
+        // Asking what, which or whether about an action is a question about it.
+        for question in [
+            "MySQL 报 1205 锁等待超时后，默认回滚到什么范围？",
+            "终止会话后大事务回滚很慢，能不能重启数据库来加快？",
+            "用 Helm 怎样把 order-api 回滚到 27 号版本？",
+            "Which setting needs a restart of the database?",
+        ] {
+            check(question, KnowledgeQuestion, None, None, false);
+        }
+        check("帮我重启数据库", RecoveryRequest, None, None, true);
+        // A Chinese question about a topic is not a request to diagnose the problem at hand.
+        check(
+            "MySQL 慢日志一般用哪个工具汇总分析？",
+            KnowledgeQuestion,
+            None,
+            None,
+            false,
+        );
+        check("排查故障", DiagnosticStart, None, None, true);
     }
 
     #[test]
