@@ -22,8 +22,8 @@ use crate::engine::Engine;
 use crate::retrieval::{AddedBy, RetrievalConfig};
 use crate::runs::{now_secs, EventBus, RunConfig, RunWorkers};
 use crate::store::{
-    Accounts, DiagnosticStatus, DiagnosticTask, DiagnosticTasks, IncidentStatus, Incidents,
-    NewIncident, Role, Runs, Store, MAX_EVENTS_PER_READ,
+    escape_untrusted, Accounts, DiagnosticStatus, DiagnosticTask, DiagnosticTasks, IncidentStatus,
+    Incidents, NewIncident, Role, Runs, Store, MAX_EVENTS_PER_READ,
 };
 
 /// The longest one task may take before the command gives up on it.
@@ -284,17 +284,21 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<ExitCode> {
         (None, None) => unreachable_args()?,
     };
     let task = session.diagnose(&incident, source.as_deref(), &mut |node| {
+        // Summaries quote evidence (log lines, incident titles): shown escaped.
         eprintln!(
             "{:<24} {}",
-            node["node"].as_str().unwrap_or(""),
-            node["summary"].as_str().unwrap_or("")
+            escape_untrusted(node["node"].as_str().unwrap_or("")),
+            escape_untrusted(node["summary"].as_str().unwrap_or(""))
         );
     })?;
     let report = task.report.unwrap_or(Value::Null);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        println!("{}", report["summary"].as_str().unwrap_or(""));
+        println!(
+            "{}",
+            escape_untrusted(report["summary"].as_str().unwrap_or(""))
+        );
         println!(
             "task {} · recovery {} · execution permitted: {}",
             task.id,

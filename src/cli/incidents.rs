@@ -12,7 +12,8 @@ use super::accounts::open;
 use super::DataFlags;
 use crate::runs::now_secs;
 use crate::store::{
-    Audit, AuditEntry, AuditOutcome, IncidentStatus, Incidents, NewIncident, MAX_INCIDENTS_PER_READ,
+    escape_untrusted, Audit, AuditEntry, AuditOutcome, IncidentStatus, Incidents, NewIncident,
+    MAX_INCIDENTS_PER_READ,
 };
 
 /// The audit actor of changes made from the command line.
@@ -113,13 +114,15 @@ pub fn run(command: IncidentCommand) -> anyhow::Result<ExitCode> {
                 println!("{}", serde_json::to_string_pretty(&incidents)?);
             } else {
                 for incident in incidents {
+                    // Titles and services come from alerts: shown escaped, never as
+                    // terminal control sequences.
                     println!(
                         "{:<36} {:<9} {:<10} {:<20} {}",
-                        incident.id,
+                        escape_untrusted(&incident.id),
                         incident.status.as_str(),
-                        incident.severity,
-                        incident.service,
-                        incident.title
+                        escape_untrusted(&incident.severity),
+                        escape_untrusted(&incident.service),
+                        escape_untrusted(&incident.title)
                     );
                 }
             }

@@ -16,7 +16,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::DataFlags;
 use crate::config::{ModelFlags, Needs, RetrievalFlags};
 use crate::retrieval::{AddedBy, Library, Progress, RetrievalConfig, SearchMode, SyncReport};
-use crate::store::{AccessControl, Accounts, KbCatalog, Reader, Store};
+use crate::store::{escape_untrusted, AccessControl, Accounts, KbCatalog, Reader, Store};
 
 #[derive(Debug, Subcommand)]
 pub enum KbCommand {
@@ -129,8 +129,12 @@ pub fn run(command: KbCommand) -> anyhow::Result<ExitCode> {
                         kb.readers.join(",")
                     };
                     println!(
-                        "{:<24} {:>9} {:>8}  {readers:<32} {}",
-                        kb.name, kb.documents, kb.chunks, kb.root
+                        "{:<24} {:>9} {:>8}  {:<32} {}",
+                        escape_untrusted(&kb.name),
+                        kb.documents,
+                        kb.chunks,
+                        escape_untrusted(&readers),
+                        escape_untrusted(&kb.root)
                     );
                 }
             }
@@ -150,10 +154,11 @@ pub fn run(command: KbCommand) -> anyhow::Result<ExitCode> {
                     .knowledge_base(&name)
                     .with_context(|| format!("no knowledge base `{name}`"))?,
             };
+            let name = escape_untrusted(&record.name);
             if record.readers.is_empty() {
-                println!("{}: admins only", record.name);
+                println!("{name}: admins only");
             } else {
-                println!("{}: {}", record.name, record.readers.join(","));
+                println!("{name}: {}", escape_untrusted(&record.readers.join(",")));
             }
         }
         KbCommand::Sync { name, data, models } => {
@@ -199,16 +204,18 @@ pub fn run(command: KbCommand) -> anyhow::Result<ExitCode> {
             for (i, hit) in hits.iter().enumerate().filter(|_| !json) {
                 let c = &hit.citation;
                 let place = c.location.map(|l| format!(" {l}")).unwrap_or_default();
+                // Documents are untrusted: their paths, headings and text are shown
+                // escaped, never as terminal control sequences.
                 println!(
                     "{}. [{}] {}{} — {}",
                     i + 1,
-                    c.kb,
-                    c.path,
+                    escape_untrusted(&c.kb),
+                    escape_untrusted(&c.path),
                     place,
-                    c.heading_path.join(" › ")
+                    escape_untrusted(&c.heading_path.join(" › "))
                 );
                 let preview: String = hit.text.chars().take(240).collect();
-                println!("   {}\n", preview.replace('\n', " "));
+                println!("   {}\n", escape_untrusted(&preview.replace('\n', " ")));
             }
         }
     }
@@ -258,10 +265,11 @@ fn sync_with_progress(library: &Library, name: &str) -> anyhow::Result<SyncRepor
     Ok(report?)
 }
 
+/// The sync report; file names and reasons come from the folder and are shown escaped.
 fn print_report(report: &SyncReport) {
     println!(
         "{}: {} added, {} updated, {} unchanged, {} deleted; {} chunks in {:.1}s ({:.1} chunks/s)",
-        report.kb,
+        escape_untrusted(&report.kb),
         report.added,
         report.updated,
         report.unchanged,
@@ -271,9 +279,17 @@ fn print_report(report: &SyncReport) {
         report.chunks_per_second
     );
     for skipped in &report.skipped {
-        println!("  skipped {}: {}", skipped.path, skipped.reason);
+        println!(
+            "  skipped {}: {}",
+            escape_untrusted(&skipped.path),
+            escape_untrusted(&skipped.reason)
+        );
     }
     for failed in &report.failed {
-        println!("  failed  {}: {}", failed.path, failed.error);
+        println!(
+            "  failed  {}: {}",
+            escape_untrusted(&failed.path),
+            escape_untrusted(&failed.error)
+        );
     }
 }

@@ -117,6 +117,9 @@ pub struct DataFlags {
 pub fn run() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     init_logging(cli.log_format);
+    // Everything Warden creates (database, indexes, backups, logs) is its own user's alone,
+    // from the first file on, whatever umask it was started with.
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
     match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Ask(args) => ask::run(args),

@@ -6,11 +6,10 @@
 
 use std::collections::BTreeMap;
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::State;
-use axum::http::header::AUTHORIZATION;
-use axum::http::{HeaderMap, StatusCode};
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::header::{AUTHORIZATION, CONTENT_LENGTH};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -113,11 +112,17 @@ struct ListQuery {
     limit: Option<u32>,
 }
 
+/// Largest Alertmanager payload taken: a group of a few hundred alerts fits.
+pub const MAX_ALERT_BODY_BYTES: usize = 256 * 1024;
+
+/// The webhook. The token is checked from the headers before a byte of the body is read:
+/// a caller without it costs the server no memory, however large a body it announces.
 async fn receive_alerts(
     State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    request: Request,
 ) -> Result<Response, ApiError> {
+    let (parts, body) = request.into_parts();
+    let headers = parts.headers;
     if !state.alerts.is_enabled() {
         let detail = json!({ "reason": "the webhook is off" });
         audit(
@@ -147,7 +152,7 @@ async fn receive_alerts(
         .await;
         return Err(ApiError::BadWebhookToken);
     }
-    let received = record_alerts(&state, body).await;
+    let received = record_alerts(&state, &headers, body).await;
     let (outcome, detail) = match &received {
         Ok((receiver, incidents)) => (
             AuditOutcome::Success,
@@ -171,15 +176,27 @@ async fn receive_alerts(
 /// Parses the payload and records each alert; the receiver's name and `[{id, created}]`.
 async fn record_alerts(
     state: &AppState,
-    body: Result<Bytes, BytesRejection>,
+    headers: &HeaderMap,
+    body: Body,
 ) -> Result<(String, Vec<Value>), ApiError> {
-    let body = body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::PayloadTooLarge
-        } else {
-            ApiError::BadJson(rejection.body_text())
-        }
-    })?;
+    let announced = headers
+        .get(CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<u64>().ok());
+    if announced.is_some_and(|length| length > MAX_ALERT_BODY_BYTES as u64) {
+        return Err(ApiError::PayloadTooLarge);
+    }
+    let body = axum::body::to_bytes(body, MAX_ALERT_BODY_BYTES)
+        .await
+        .map_err(|err| {
+            let over_limit = std::error::Error::source(&err)
+                .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
+            if over_limit {
+                ApiError::PayloadTooLarge
+            } else {
+                ApiError::BadJson(format!("cannot read the body: {err}"))
+            }
+        })?;
     let payload: AlertmanagerPayload =
         serde_json::from_slice(&body).map_err(|e| ApiError::BadJson(e.to_string()))?;
     let updates = alert_updates(&payload)?;

@@ -321,7 +321,9 @@ async fn bad_webhook_payloads_are_400s() {
     let headers = [("authorization", auth.as_str())];
     let mut old_version = notification(vec![alert("fp", "firing", "")]);
     old_version["version"] = json!("3");
-    let too_many = notification(vec![alert("fp", "firing", ""); 1001]);
+    // Compact alerts: 1,001 full ones would pass the body cap before the count is checked.
+    let compact = json!({"status": "firing", "labels": {}, "fingerprint": "fp"});
+    let too_many = notification(vec![compact; 1001]);
     for (payload, code) in [
         (json!("not an object"), "invalid_json"),
         (json!({"version": "4"}), "invalid_json"),
@@ -749,4 +751,61 @@ fn the_alert_token_flag_is_validated() {
     assert!(flags(Some("short")).webhook().is_err());
     assert!(flags(Some("has a space in the token")).webhook().is_err());
     assert!(!format!("{:?}", flags(Some(ALERT_TOKEN))).contains(ALERT_TOKEN));
+}
+
+/// A caller without the webhook's token is refused from the headers alone: the server
+/// answers before reading a body that never arrives (it read up to 4 MiB first, so 250
+/// half-sent bodies held 700 MiB).
+#[tokio::test]
+async fn the_webhook_refuses_a_wrong_token_before_reading_the_body() {
+    let f = fixture();
+    let app = f.app(AlertWebhook::with_token(ALERT_TOKEN));
+    let never_sent = futures_util::stream::pending::<Result<axum::body::Bytes, std::io::Error>>();
+    let request = Request::builder()
+        .method(Method::POST)
+        .uri("/api/alerts")
+        .header("authorization", bearer("not-the-token"))
+        .header("content-type", "application/json")
+        .header("content-length", "4000000")
+        .body(Body::from_stream(never_sent))
+        .expect("request builds");
+    let response = tokio::time::timeout(std::time::Duration::from_secs(5), app.oneshot(request))
+        .await
+        .expect("answered without waiting for the body")
+        .expect("the router is infallible");
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+}
+
+/// Bodies are capped per route: the webhook at 256 KiB, sign-in at 8 KiB.
+#[tokio::test]
+async fn webhook_and_login_bodies_are_capped_per_route() {
+    let f = fixture();
+    let app = f.app(AlertWebhook::with_token(ALERT_TOKEN));
+    let incidents = f.store.incidents(None, 100).expect("list").len();
+    let auth = bearer(ALERT_TOKEN);
+    let mut big = notification(vec![alert("fp", "firing", "")]);
+    big["commonAnnotations"] =
+        json!({"padding": "x".repeat(super::incidents::MAX_ALERT_BODY_BYTES)});
+    let (status, body, _) = send(
+        &app,
+        Method::POST,
+        "/api/alerts",
+        &[("authorization", auth.as_str())],
+        Some(big),
+    )
+    .await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+    assert_eq!(body["error"]["code"], "payload_too_large");
+    let login =
+        json!({"name": "alice", "password": "p".repeat(super::session::MAX_LOGIN_BODY_BYTES)});
+    let (status, body, _) = send(
+        &app,
+        Method::POST,
+        "/api/login",
+        &[("origin", "http://localhost")],
+        Some(login),
+    )
+    .await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+    assert_eq!(f.store.incidents(None, 100).expect("list").len(), incidents);
 }

@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use axum::extract::State;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::header::SET_COOKIE;
 use axum::http::{Extensions, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -31,10 +31,15 @@ use crate::store::{
 const INVALID_NAME: &str = "(invalid name)";
 
 /// Routes reachable without a session.
+/// Largest sign-in or bootstrap body: a name and a password, with room to spare. Checked
+/// before a caller is known, so it is small.
+pub const MAX_LOGIN_BODY_BYTES: usize = 8 * 1024;
+
 pub(super) fn public_routes() -> Router<AppState> {
     Router::new()
         .route("/api/login", post(login))
         .route("/api/bootstrap", post(bootstrap))
+        .layer(DefaultBodyLimit::max(MAX_LOGIN_BODY_BYTES))
 }
 
 /// Routes that need a caller.

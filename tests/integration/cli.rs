@@ -269,3 +269,111 @@ fn account_audit_doctor_and_backup_commands() {
         stdout(&restored_users)
     );
 }
+
+/// Stored text an attacker can write (incident titles from alerts, document text and file
+/// names) reaches the terminal escaped: no escape sequence can clear the screen, retitle
+/// the window or hide a line.
+#[test]
+fn stored_text_is_shown_escaped_on_the_terminal() {
+    models_dir();
+    let data = tempfile::tempdir().expect("temp dir");
+    let dir = data.path().to_str().expect("utf-8").to_owned();
+    let raw = |text: &str| text.contains('\u{1b}') || text.contains('\u{7}');
+
+    let added = run(&[
+        "incident",
+        "add",
+        "--title",
+        "disk full\u{1b}[2J\u{1b}]0;owned\u{7}",
+        "--service",
+        "db\u{1b}[31m",
+        "--severity",
+        "high",
+        "--data",
+        &dir,
+    ]);
+    assert!(added.status.success(), "{}", stderr(&added));
+    let listed = run(&["incident", "list", "--data", &dir]);
+    assert!(listed.status.success(), "{}", stderr(&listed));
+    let shown = stdout(&listed);
+    assert!(!raw(&shown), "{shown:?}");
+    assert!(shown.contains("disk full\\u{001b}[2J"), "{shown}");
+
+    let folder = tempfile::tempdir().expect("temp dir");
+    crate::util::write_file(
+        folder.path(),
+        "runbook.md",
+        "# Disk\n\nWhen the disk is full \u{1b}[8mrotate the logs\u{1b}[0m first.\n".as_bytes(),
+    );
+    crate::util::write_file(folder.path(), "evil\u{1b}[2J.md", b"# Evil\n\ntext\n");
+    let synced = run(&[
+        "kb",
+        "add",
+        folder.path().to_str().expect("utf-8"),
+        "--name",
+        "ops",
+        "--data",
+        &dir,
+    ]);
+    assert!(synced.status.success(), "{}", stderr(&synced));
+    let report = stdout(&synced);
+    assert!(!raw(&report), "{report:?}");
+    assert!(report.contains("evil\\u{001b}[2J.md"), "{report}");
+
+    let found = run(&["kb", "search", "ops", "disk full rotate", "--data", &dir]);
+    assert!(found.status.success(), "{}", stderr(&found));
+    let hits = stdout(&found);
+    assert!(!raw(&hits), "{hits:?}");
+    assert!(hits.contains("rotate the logs"), "{hits}");
+}
+
+/// Files in the data folder are created readable by Warden's user only, even when it is
+/// started with a permissive umask: indexes hold the text of restricted documents.
+#[test]
+fn data_files_are_private_from_the_first_write() {
+    use std::os::unix::fs::PermissionsExt;
+    models_dir();
+    let data = tempfile::tempdir().expect("temp dir");
+    let folder = tempfile::tempdir().expect("temp dir");
+    crate::util::write_file(
+        folder.path(),
+        "secret.md",
+        b"# Payroll\n\nThe payroll runs on the 25th.\n",
+    );
+    let dir = data.path().join("fresh");
+    let mut command = crate::util::warden();
+    command.args([
+        "kb",
+        "add",
+        folder.path().to_str().expect("utf-8"),
+        "--name",
+        "hr",
+        "--data",
+        dir.to_str().expect("utf-8"),
+    ]);
+    // A shell with umask 000 starts it.
+    let output = std::process::Command::new("sh")
+        .current_dir(crate::util::repo())
+        .arg("-c")
+        .arg("umask 000; exec \"$0\" \"$@\"")
+        .arg(command.get_program())
+        .args(command.get_args())
+        .envs(command.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+        .output()
+        .expect("run warden");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let mut checked = 0;
+    let mut pending = vec![dir];
+    while let Some(path) = pending.pop() {
+        for entry in std::fs::read_dir(&path).expect("read data folder") {
+            let entry = entry.expect("entry");
+            let mode = entry.metadata().expect("metadata").permissions().mode();
+            assert_eq!(mode & 0o077, 0, "{} is {mode:o}", entry.path().display());
+            checked += 1;
+            if entry.file_type().expect("type").is_dir() {
+                pending.push(entry.path());
+            }
+        }
+    }
+    assert!(checked > 3, "only {checked} files under the data folder");
+}
