@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::accounts::open;
 use super::DataFlags;
-use crate::store::{escape_untrusted, Audit, Store, MAX_AUDIT_ROWS_PER_READ};
+use crate::store::{Audit, Store, MAX_AUDIT_ROWS_PER_READ};
 
 #[derive(Debug, Subcommand)]
 pub enum AuditCommand {
@@ -52,12 +52,13 @@ pub fn run_audit(command: AuditCommand) -> anyhow::Result<ExitCode> {
         if json {
             println!("{}", serde_json::to_string(&row)?);
         } else {
+            // Audit rows are escaped when they are written (`Audit::record`), so they print as stored.
             println!(
                 "{} {:<16} {:<16} {:<24} {}",
                 row.at,
-                escape_untrusted(&row.actor),
-                escape_untrusted(&row.action),
-                escape_untrusted(row.target.as_deref().unwrap_or("-")),
+                row.actor,
+                row.action,
+                row.target.as_deref().unwrap_or("-"),
                 row.outcome.as_str()
             );
         }
