@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::engine::{EmbedPrecision, EngineConfig, ModelKind, ModelSpec, OutputLimits};
-use crate::http::{AlertWebhook, HttpLimits};
+use crate::http::{AlertWebhook, ConnectionLimits, HttpLimits};
 use crate::model_files::{resolve, Manifest, ModelFileError};
 use crate::retrieval::{RetrievalConfig, RootPolicy};
 
@@ -180,6 +180,39 @@ pub struct QuotaFlags {
     pub max_v1_requests_per_user: usize,
 }
 
+/// How many connections `serve` holds and how long a client may take to send a request.
+#[derive(Debug, Args)]
+pub struct ConnectionFlags {
+    /// Open connections served in full; connections beyond it only answer `/healthz`.
+    #[arg(long, env = "WARDEN_MAX_CONNECTIONS", default_value_t = ConnectionLimits::DEFAULT.max_connections as u32, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub max_connections: u32,
+    /// Connections kept beyond --max-connections for health checks (others are closed).
+    #[arg(long, env = "WARDEN_HEALTH_CONNECTIONS", default_value_t = ConnectionLimits::DEFAULT.health_reserve as u32, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub health_connections: u32,
+    /// Seconds a client has to send a request's headers (and an idle kept-alive
+    /// connection stays open).
+    #[arg(long, env = "WARDEN_HEADER_TIMEOUT_SECONDS", default_value_t = ConnectionLimits::DEFAULT.header_timeout.as_secs(), value_parser = clap::value_parser!(u64).range(1..=600))]
+    pub header_timeout_seconds: u64,
+    /// Seconds a client has to send a request's body once its headers arrived (408 after).
+    #[arg(long, env = "WARDEN_BODY_TIMEOUT_SECONDS", default_value_t = ConnectionLimits::DEFAULT.body_timeout.as_secs(), value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub body_timeout_seconds: u64,
+    /// Sign-in, bootstrap and webhook bodies read at once (more get 503).
+    #[arg(long, env = "WARDEN_MAX_ANONYMOUS_BODIES", default_value_t = ConnectionLimits::DEFAULT.max_anonymous_bodies as u32, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub max_anonymous_bodies: u32,
+}
+
+impl ConnectionFlags {
+    pub fn limits(&self) -> ConnectionLimits {
+        ConnectionLimits {
+            max_connections: self.max_connections as usize,
+            health_reserve: self.health_connections as usize,
+            header_timeout: std::time::Duration::from_secs(self.header_timeout_seconds),
+            body_timeout: std::time::Duration::from_secs(self.body_timeout_seconds),
+            max_anonymous_bodies: self.max_anonymous_bodies as usize,
+        }
+    }
+}
+
 /// Validated server settings.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
@@ -215,6 +248,7 @@ impl ServeConfig {
             max_embedding_inputs: MAX_EMBEDDING_INPUTS,
             max_v1_requests_per_user: quotas.max_v1_requests_per_user,
             heartbeat: DEFAULT_HEARTBEAT,
+            connections: crate::http::ConnectionLimits::DEFAULT,
         };
         Ok(Self {
             addr,

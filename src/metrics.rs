@@ -79,6 +79,8 @@ pub struct Metrics {
     run_duration: Histograms,
     runs_resumed: Counter,
     sse_connections: Gauge,
+    http_connections: Gauge,
+    http_connections_refused: Counter,
     kb_documents: Family<Labels, Gauge>,
     kb_chunks: Family<Labels, Gauge>,
     kb_sync_duration: Histograms,
@@ -125,6 +127,8 @@ impl Metrics {
             run_duration: Family::new_with_constructor(long_seconds_buckets),
             runs_resumed: Counter::default(),
             sse_connections: Gauge::default(),
+            http_connections: Gauge::default(),
+            http_connections_refused: Counter::default(),
             kb_documents: Family::default(),
             kb_chunks: Family::default(),
             kb_sync_duration: Family::new_with_constructor(long_seconds_buckets),
@@ -193,6 +197,16 @@ impl Metrics {
             "sse_connections",
             "Open run event streams",
             metrics.sse_connections.clone(),
+        );
+        r.register(
+            "http_connections",
+            "Open TCP connections",
+            metrics.http_connections.clone(),
+        );
+        r.register(
+            "http_connections_refused",
+            "Connections closed at once because the server and its health-check reserve were full",
+            metrics.http_connections_refused.clone(),
         );
         r.register(
             "kb_documents",
@@ -292,6 +306,17 @@ impl Metrics {
         SseConnection(self.clone())
     }
 
+    /// A connection was accepted; the guard counts it closed when dropped.
+    pub fn connection_opened(self: &std::sync::Arc<Self>) -> OpenConnection {
+        self.http_connections.inc();
+        OpenConnection(self.clone())
+    }
+
+    /// A connection was closed at once: no slot, not even in the health-check reserve.
+    pub fn connection_refused(&self) {
+        self.http_connections_refused.inc();
+    }
+
     /// A knowledge-base sync ended (`result`: completed, cancelled or failed).
     pub fn kb_sync(&self, kb: &str, result: &str, elapsed: Duration) {
         let labels = vec![("kb", kb.to_owned()), ("result", result.to_owned())];
@@ -353,6 +378,15 @@ impl Drop for SseConnection {
     }
 }
 
+/// An open TCP connection; dropping it closes it in the gauge.
+pub struct OpenConnection(std::sync::Arc<Metrics>);
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.http_connections.dec();
+    }
+}
+
 fn model_labels(model: &str) -> Labels {
     vec![("model", model.to_owned())]
 }
@@ -380,6 +414,8 @@ mod tests {
         );
         metrics.login(LoginOutcome::Failed);
         let stream = metrics.sse_connection();
+        let _connection = metrics.connection_opened();
+        metrics.connection_refused();
         let snapshot = Snapshot {
             runs: vec![("chat".into(), "completed".into(), 3)],
             knowledge_bases: vec![("sample".into(), 5, 40)],
@@ -393,6 +429,8 @@ mod tests {
             "warden_model_time_to_first_token_seconds_count{model=\"smollm2\"} 1",
             "warden_logins_total{outcome=\"failure\"} 1",
             "warden_sse_connections 1",
+            "warden_http_connections 1",
+            "warden_http_connections_refused_total 1",
             "warden_runs{kind=\"chat\",status=\"completed\"} 3",
             "warden_kb_chunks{kb=\"sample\"} 40",
             "warden_model_queue_depth{model=\"smollm2\"} 2",

@@ -14,7 +14,7 @@ use crate::agent::backends::{ChatModel, EngineChatModel, KnowledgeSearch, Librar
 use crate::agent::compaction::{CompactionSettings, Compactor};
 use crate::agent::policy::PolicyConfig;
 use crate::agent::{Agent, AgentConfig};
-use crate::config::{AlertFlags, KbRootFlags, ModelFlags, QuotaFlags, RetrievalFlags, ServeConfig};
+use crate::config::{AlertFlags, ConnectionFlags, KbRootFlags, ModelFlags, QuotaFlags, RetrievalFlags, ServeConfig};
 use crate::diagnostics::{DiagnosticRunner, Playbooks};
 use crate::engine::Engine;
 use crate::http::{
@@ -45,6 +45,8 @@ pub struct ServeArgs {
     kb_roots: KbRootFlags,
     #[command(flatten)]
     quotas: QuotaFlags,
+    #[command(flatten)]
+    connections: ConnectionFlags,
     /// Folder loaded as the `sample` knowledge base on first start (when none exist yet).
     #[arg(long, env = "WARDEN_SAMPLE_KB", default_value = "kb")]
     sample_kb: PathBuf,
@@ -176,6 +178,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         login_limiter: Arc::new(LoginLimiter::default()),
         limits: crate::http::HttpLimits {
             heartbeat: Duration::from_secs(args.sse_heartbeat_seconds),
+            connections: args.connections.limits(),
             ..config.http
         },
         v1_slots: Arc::new(UserSlots::new(config.http.max_v1_requests_per_user)),

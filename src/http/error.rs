@@ -52,6 +52,11 @@ pub enum ApiError {
     NotFound(String),
     /// A capability is not available on this server right now.
     Unavailable(String),
+    /// The server holds as much of this kind of work as it may (connections, bodies from
+    /// unknown callers): 503 with `Retry-After`.
+    Busy(String),
+    /// The request body did not arrive in time: 408.
+    RequestTimeout(String),
     /// A failure on our side with no better category (detail is logged, not sent).
     Internal(String),
     /// No valid session cookie or API token.
@@ -162,6 +167,20 @@ impl ApiError {
                 param: None,
                 retry_after: None,
             },
+            ApiError::Busy(message) => ErrorParts {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                kind: "server_error",
+                code: "server_busy",
+                message: message.clone(),
+                param: None,
+                retry_after: Some(BUSY_RETRY_AFTER_SECONDS),
+            },
+            ApiError::RequestTimeout(message) => ErrorParts::client(
+                StatusCode::REQUEST_TIMEOUT,
+                "request_timeout",
+                message,
+                None,
+            ),
             ApiError::Internal(_) => ErrorParts::internal(),
             ApiError::Unauthorized => ErrorParts::client(
                 StatusCode::UNAUTHORIZED,
@@ -461,6 +480,11 @@ pub(super) async fn route_not_found(method: Method, uri: Uri) -> ApiError {
         method,
         path: uri.path().to_owned(),
     }
+}
+
+/// What a connection in the health-check reserve answers to anything but `/healthz`.
+pub(super) async fn connections_full() -> ApiError {
+    ApiError::Busy("the server holds as many connections as it may; retry shortly".to_owned())
 }
 
 /// Fallback handler for a known path called with the wrong method.

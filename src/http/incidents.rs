@@ -193,6 +193,8 @@ async fn record_alerts(
                 .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
             if over_limit {
                 ApiError::PayloadTooLarge
+            } else if super::body_deadline::is_body_timeout(&err) {
+                ApiError::RequestTimeout(format!("cannot read the body: {err}"))
             } else {
                 ApiError::BadJson(format!("cannot read the body: {err}"))
             }

@@ -103,6 +103,7 @@ impl Fixture {
                 max_embedding_inputs: 4,
                 max_v1_requests_per_user: 4,
                 heartbeat: crate::config::DEFAULT_HEARTBEAT,
+                connections: crate::http::ConnectionLimits::DEFAULT,
             },
             alerts,
             network: Default::default(),

@@ -34,6 +34,9 @@ impl From<JsonRejection> for ApiError {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             return ApiError::PayloadTooLarge;
         }
+        if super::body_deadline::is_body_timeout(&rejection) {
+            return ApiError::RequestTimeout(rejection.body_text());
+        }
         match rejection {
             JsonRejection::MissingJsonContentType(_) => ApiError::BadJson(
                 "expected a request body with `Content-Type: application/json`".to_owned(),

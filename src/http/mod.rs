@@ -8,15 +8,19 @@
 mod actions;
 #[cfg(test)]
 mod admin_tests;
+mod anonymous_bodies;
 mod assets;
 mod audit;
 mod auth;
+mod body_deadline;
+mod connections;
 mod conversations;
 mod diagnostics;
 mod error;
 mod groups;
 mod health;
 mod host_check;
+mod idle_connections;
 mod incidents;
 #[cfg(test)]
 mod incidents_tests;
@@ -44,7 +48,6 @@ use std::sync::Arc;
 use axum::extract::DefaultBodyLimit;
 use axum::middleware;
 use axum::routing::get;
-use axum::serve::ListenerExt;
 use axum::Router;
 
 use crate::engine::Engine;
@@ -54,6 +57,7 @@ use crate::runs::RunService;
 use crate::store::Store;
 
 pub use assets::CONTENT_SECURITY_POLICY;
+pub use connections::ConnectionLimits;
 pub use error::ApiError;
 pub use host_check::AllowedHosts;
 pub use incidents::AlertWebhook;
@@ -110,12 +114,23 @@ pub struct HttpLimits {
     pub max_v1_requests_per_user: usize,
     /// How long a run's event stream stays silent before a heartbeat comment.
     pub heartbeat: std::time::Duration,
+    /// Open connections, header and body deadlines, bodies read from unknown callers.
+    pub connections: ConnectionLimits,
 }
 
 /// The whole HTTP API. Tests can drive it with `tower::ServiceExt::oneshot`, no socket.
 /// Every route needs a caller except health, login, bootstrap and the UI's files.
 pub fn router(state: AppState) -> Router {
     let body_limit = DefaultBodyLimit::max(state.limits.max_body_bytes);
+    let anonymous_slots = Arc::new(tokio::sync::Semaphore::new(
+        state.limits.connections.max_anonymous_bodies,
+    ));
+    let anonymous = session::public_routes()
+        .merge(incidents::webhook_routes())
+        .route_layer(middleware::from_fn_with_state(
+            anonymous_slots,
+            anonymous_bodies::limit_anonymous_bodies,
+        ));
     let protected = Router::new()
         .merge(openai::routes().route_layer(middleware::from_fn_with_state(
             state.clone(),
@@ -140,14 +155,17 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/metrics", get(metrics::metrics))
-        .merge(session::public_routes())
-        .merge(incidents::webhook_routes())
+        .merge(anonymous)
         .merge(assets::routes())
         .merge(protected)
         .fallback(error::route_not_found)
         // Must come after every route: it applies to the routes that exist when it is called.
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(body_limit)
+        .layer(middleware::from_fn_with_state(
+            state.limits.connections.body_timeout,
+            body_deadline::limit_body_time,
+        ))
         .layer(middleware::from_fn(assets::security_headers))
         .layer(middleware::from_fn_with_state(
             state.clone(),
@@ -176,6 +194,16 @@ pub(crate) async fn blocking<T: Send + 'static>(
     .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?
 }
 
+/// What connections beyond `ConnectionLimits::max_connections` get: `/healthz`, and 503
+/// for everything else.
+fn health_only_router(state: AppState) -> Router {
+    Router::new()
+        .route("/healthz", get(health::healthz))
+        .fallback(error::connections_full)
+        .layer(middleware::from_fn(assets::security_headers))
+        .with_state(state)
+}
+
 /// Serves `router(state)` on `listener` until `shutdown` completes, then stops accepting
 /// and waits for in-flight requests (including streams) to finish.
 pub async fn serve(
@@ -186,15 +214,16 @@ pub async fn serve(
     if let Ok(address) = listener.local_addr() {
         tracing::info!(%address, "HTTP server listening");
     }
-    // Streamed tokens are small writes; Nagle's algorithm would hold them back.
-    let listener = listener.tap_io(|stream| {
-        if let Err(err) = stream.set_nodelay(true) {
-            tracing::debug!("cannot set TCP_NODELAY: {err}");
-        }
-    });
-    // The peer address feeds the login rate limiter.
-    let app = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
+    let limits = state.limits.connections;
+    let metrics = state.metrics.clone();
+    let health_only = health_only_router(state.clone());
+    connections::serve(
+        listener,
+        router(state),
+        health_only,
+        limits,
+        metrics,
+        shutdown,
+    )
+    .await
 }

@@ -20,6 +20,7 @@ const LIMITS: HttpLimits = HttpLimits {
     max_embedding_inputs: 4,
     max_v1_requests_per_user: 4,
     heartbeat: crate::config::DEFAULT_HEARTBEAT,
+    connections: crate::http::ConnectionLimits::DEFAULT,
 };
 
 /// One engine for all tests: loading sets process-wide thread settings.

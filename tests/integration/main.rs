@@ -9,6 +9,7 @@ mod authorization;
 mod bad_model_files;
 mod browser;
 mod cli;
+mod connections;
 mod diagnostics;
 mod incidents;
 mod kb;

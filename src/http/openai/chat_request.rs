@@ -387,6 +387,7 @@ mod tests {
         max_embedding_inputs: 8,
         max_v1_requests_per_user: 4,
         heartbeat: crate::config::DEFAULT_HEARTBEAT,
+        connections: crate::http::ConnectionLimits::DEFAULT,
     };
 
     fn parse(body: Value) -> Result<ValidChatRequest, ApiError> {

@@ -201,6 +201,7 @@ mod tests {
         max_embedding_inputs: 3,
         max_v1_requests_per_user: 4,
         heartbeat: crate::config::DEFAULT_HEARTBEAT,
+        connections: crate::http::ConnectionLimits::DEFAULT,
     };
 
     fn parse(body: Value) -> Result<ValidEmbeddingRequest, ApiError> {

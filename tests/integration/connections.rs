@@ -1,0 +1,131 @@
+//! Slow and idle clients against the real server (slowloris): hundreds of sockets that never
+//! finish their headers cannot keep `/healthz`, a sign-in or an API call from answering;
+//! they are closed at the header deadline; a body sent too slowly gets 408.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::util::{into_status_and_json, Server, ADMIN, ADMIN_PASSWORD};
+
+const SLOW_CLIENTS: usize = 300;
+const HEADER_TIMEOUT_SECS: u64 = 3;
+
+fn address(server: &Server) -> String {
+    server
+        .base
+        .strip_prefix("http://")
+        .expect("the server's base URL is http://")
+        .to_owned()
+}
+
+/// A socket that sends a request line and one header, then nothing: the headers never end.
+fn slow_client(address: &str) -> Option<TcpStream> {
+    let mut stream = TcpStream::connect(address).ok()?;
+    stream
+        .write_all(b"GET /api/me HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Waiting: ")
+        .ok()?;
+    Some(stream)
+}
+
+/// Whether the server closed `stream` (end of stream or a reset) within `within`.
+fn closed_by_server(stream: &TcpStream, within: Duration) -> bool {
+    let mut reader = stream;
+    let deadline = Instant::now() + within;
+    let mut buffer = [0_u8; 512];
+    while Instant::now() < deadline {
+        if stream
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .is_err()
+        {
+            return true;
+        }
+        match reader.read(&mut buffer) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(err)
+                if matches!(
+                    err.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return true,
+        }
+    }
+    false
+}
+
+#[test]
+fn slow_clients_cannot_take_the_server() {
+    let server = Server::start(&[
+        "--max-connections",
+        "32",
+        "--health-connections",
+        "4",
+        "--header-timeout-seconds",
+        &HEADER_TIMEOUT_SECS.to_string(),
+        "--body-timeout-seconds",
+        "3",
+    ]);
+    let address = address(&server);
+    let started = Instant::now();
+    let slow: Vec<TcpStream> = (0..SLOW_CLIENTS)
+        .filter_map(|_| slow_client(&address))
+        .collect();
+    assert!(
+        slow.len() > 100,
+        "only {} slow clients connected",
+        slow.len()
+    );
+
+    // While they hang on, the server answers a probe, a sign-in and an API call.
+    let health = ureq::get(&server.url("/healthz"))
+        .timeout(Duration::from_secs(5))
+        .call();
+    assert_eq!(into_status_and_json(health).0, 200);
+    let login = ureq::post(&server.url("/api/login"))
+        .timeout(Duration::from_secs(10))
+        .send_json(json!({"name": ADMIN, "password": ADMIN_PASSWORD}));
+    assert_eq!(into_status_and_json(login).0, 200);
+    let me = ureq::get(&server.url("/api/me"))
+        .timeout(Duration::from_secs(5))
+        .set("Authorization", &format!("Bearer {}", server.token))
+        .call();
+    let (status, body) = into_status_and_json(me);
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        started.elapsed() < Duration::from_secs(HEADER_TIMEOUT_SECS),
+        "the answers above came only after the slow clients' header deadline"
+    );
+
+    // Every slow client is closed by the header deadline, never left open.
+    let still_open = slow
+        .iter()
+        .filter(|stream| {
+            !closed_by_server(stream, Duration::from_secs(HEADER_TIMEOUT_SECS + 5))
+        })
+        .count();
+    assert_eq!(still_open, 0, "slow clients the server kept open");
+
+    // A body sent too slowly: headers at once, half the body, then silence → 408.
+    let mut stream = TcpStream::connect(&address).expect("connect");
+    stream
+        .write_all(
+            b"POST /api/login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+              Content-Length: 64\r\n\r\n{\"name\": \"adm",
+        )
+        .expect("send half a request");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(15)))
+        .expect("read timeout");
+    // Kept on a read error too (the server may leave the connection open after answering).
+    let mut response = Vec::new();
+    let _ = stream.read_to_end(&mut response);
+    let response = String::from_utf8_lossy(&response);
+    assert!(
+        response.starts_with("HTTP/1.1 408"),
+        "a half-sent body got: {response}"
+    );
+    assert!(response.contains("request_timeout"), "{response}");
+}
