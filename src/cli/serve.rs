@@ -186,6 +186,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         network,
         metrics,
         metrics_token,
+        anonymous_bodies: Arc::new(tokio::sync::Semaphore::new(
+            args.connections.limits().max_anonymous_bodies,
+        )),
         shutdown: stop_receiver,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -76,6 +76,9 @@ fn fixture() -> Fixture {
         network: Default::default(),
         metrics: Default::default(),
         metrics_token: None,
+        anonymous_bodies: std::sync::Arc::new(tokio::sync::Semaphore::new(
+            crate::http::ConnectionLimits::DEFAULT.max_anonymous_bodies,
+        )),
         shutdown: tokio::sync::watch::channel(false).1,
     });
     Fixture {

@@ -186,19 +186,11 @@ async fn record_alerts(
     if announced.is_some_and(|length| length > MAX_ALERT_BODY_BYTES as u64) {
         return Err(ApiError::PayloadTooLarge);
     }
-    let body = axum::body::to_bytes(body, MAX_ALERT_BODY_BYTES)
-        .await
-        .map_err(|err| {
-            let over_limit = std::error::Error::source(&err)
-                .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
-            if over_limit {
-                ApiError::PayloadTooLarge
-            } else if super::body_deadline::is_body_timeout(&err) {
-                ApiError::RequestTimeout(format!("cannot read the body: {err}"))
-            } else {
-                ApiError::BadJson(format!("cannot read the body: {err}"))
-            }
-        })?;
+    let body = {
+        let _slot = super::anonymous_bodies::slot(&state)?;
+        super::anonymous_bodies::read(body, MAX_ALERT_BODY_BYTES).await?
+    };
+
     let payload: AlertmanagerPayload =
         serde_json::from_slice(&body).map_err(|e| ApiError::BadJson(e.to_string()))?;
     let updates = alert_updates(&payload)?;

@@ -5,15 +5,21 @@
 //! - per address: `MAX_ADDRESS_FAILURES` within `WINDOW` (one address spraying many names),
 //!   then that address is refused;
 //! - per name: after `FREE_NAME_FAILURES` within `NAME_WINDOW` from all addresses together,
-//!   an attempt from an address that has failed before must wait a backoff that doubles with
-//!   each further failure (at most `MAX_NAME_BACKOFF`). An address with no failures is never
-//!   delayed by the name's count, so the real user signs in while someone else guesses.
+//!   an attempt from an address that has failed before waits a backoff that doubles with
+//!   *that address's* failures for the name (1 s after one typo, at most `MAX_NAME_BACKOFF`).
+//!   An address with no failures is never delayed by the name's count, and one typo never
+//!   costs more than a second, so the real user signs in while someone else guesses.
+//!
+//! Password checks (argon2: memory-hard) run in two lanes, so a flood cannot starve the real
+//! user: attempts from addresses without failures in the window take the clean lane
+//! (`CLEAN_CHECKS` at once), the rest the suspect lane (`SUSPECT_CHECKS`). A flood from many
+//! addresses gets one clean attempt per address and window; after that it only fills its
+//! own lane. An attempt waits in line for its lane at most `CHECK_QUEUE_WAIT`.
 //!
 //! An attempt is counted when it starts (atomically with the check, so parallel attempts
-//! cannot slip through) and given back when it succeeds or when it was refused because too
-//! many password checks were running. At most `MAX_CONCURRENT_CHECKS` password checks
-//! (argon2: memory-hard) run at once. In memory (a restart forgets), bounded (expired counts
-//! are pruned).
+//! cannot slip through: the second is already a suspect) and given back when it succeeds or
+//! when it was refused because its lane stayed full. In memory (a restart forgets), bounded
+//! (expired counts are pruned).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -32,8 +38,12 @@ pub const FREE_NAME_FAILURES: u32 = 10;
 pub const NAME_WINDOW: Duration = Duration::from_secs(15 * 60);
 /// The longest backoff a name's failures impose.
 pub const MAX_NAME_BACKOFF: Duration = Duration::from_secs(300);
-/// Password checks allowed to run at the same time.
-pub const MAX_CONCURRENT_CHECKS: usize = 4;
+/// Password checks that may run at once for addresses without failures in the window.
+pub const CLEAN_CHECKS: usize = 3;
+/// Password checks that may run at once for addresses that have failed.
+pub const SUSPECT_CHECKS: usize = 1;
+/// How long an attempt waits in line for a password check before it is refused as busy.
+pub const CHECK_QUEUE_WAIT: Duration = Duration::from_secs(5);
 /// Entries kept before expired ones are pruned.
 const PRUNE_ABOVE: usize = 10_000;
 /// Expired entries are looked for at most this often.
@@ -59,6 +69,8 @@ impl LoginKey {
 struct Window {
     started: Instant,
     count: u32,
+    /// When the latest attempt counted in it started.
+    last: Instant,
 }
 
 impl Window {
@@ -67,9 +79,15 @@ impl Window {
             *self = Window {
                 started: now,
                 count: 0,
+                last: now,
             };
         }
         self
+    }
+
+    fn count_one(&mut self, now: Instant) {
+        self.count += 1;
+        self.last = now;
     }
 
     fn expired(&self, now: Instant, length: Duration) -> bool {
@@ -97,24 +115,36 @@ struct Counts {
     pruned_at: Option<Instant>,
 }
 
+/// Which password-check lane an attempt waits in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    /// The address has no failures in the window.
+    Clean,
+    /// The address has failed (for this name or another) in the window.
+    Suspect,
+}
+
 pub struct LoginLimiter {
     counts: Mutex<Counts>,
-    checks: tokio::sync::Semaphore,
+    clean_checks: tokio::sync::Semaphore,
+    suspect_checks: tokio::sync::Semaphore,
 }
 
 impl Default for LoginLimiter {
     fn default() -> Self {
         Self {
             counts: Mutex::default(),
-            checks: tokio::sync::Semaphore::new(MAX_CONCURRENT_CHECKS),
+            clean_checks: tokio::sync::Semaphore::new(CLEAN_CHECKS),
+            suspect_checks: tokio::sync::Semaphore::new(SUSPECT_CHECKS),
         }
     }
 }
 
 impl LoginLimiter {
     /// Starts an attempt: `Err(seconds to wait)` when it is refused, otherwise it is
-    /// counted (as a failure until `succeeded` or `not_checked` gives it back).
-    pub fn attempt(&self, key: &LoginKey, now: Instant) -> Result<(), u64> {
+    /// counted (as a failure until `succeeded` or `not_checked` gives it back) and its
+    /// password check goes to the returned lane.
+    pub fn attempt(&self, key: &LoginKey, now: Instant) -> Result<Lane, u64> {
         let mut counts = self.lock();
         prune(&mut counts, now);
         // Look before inserting anything: a refused attempt leaves no new entry behind.
@@ -125,6 +155,7 @@ impl LoginLimiter {
                 .unwrap_or(Window {
                     started: now,
                     count: 0,
+                    last: now,
                 })
         };
         let pair = live(counts.pairs.get(key), WINDOW);
@@ -135,13 +166,15 @@ impl LoginLimiter {
         if address.count >= MAX_ADDRESS_FAILURES {
             return Err(address.retry_after(now, WINDOW));
         }
-        // The name's backoff holds back only addresses that have failed before.
+        // The name's backoff holds back only addresses that have failed before, each by
+        // its own failures.
         let address_has_failed = address.count > 0 || pair.count > 0;
         if let Some(record) = counts.names.get(&key.name) {
             let failures = live(Some(&record.window), NAME_WINDOW).count;
             if address_has_failed && failures >= FREE_NAME_FAILURES {
-                let wait = backoff(failures);
-                let since = now.saturating_duration_since(record.last_failure);
+                let wait = backoff(pair.count);
+                let last = if pair.count > 0 { pair.last } else { address.last };
+                let since = now.saturating_duration_since(last);
                 if since < wait {
                     return Err((wait - since).as_secs().max(1));
                 }
@@ -150,26 +183,31 @@ impl LoginLimiter {
         let start = Window {
             started: now,
             count: 0,
+            last: now,
         };
         counts
             .pairs
             .entry(key.clone())
             .or_insert(start)
             .current(now, WINDOW)
-            .count += 1;
+            .count_one(now);
         counts
             .addresses
             .entry(key.address)
             .or_insert(start)
             .current(now, WINDOW)
-            .count += 1;
+            .count_one(now);
         let record = counts.names.entry(key.name.clone()).or_insert(NameRecord {
             window: start,
             last_failure: now,
         });
         record.window.current(now, NAME_WINDOW).count += 1;
         record.last_failure = now;
-        Ok(())
+        Ok(if address_has_failed {
+            Lane::Suspect
+        } else {
+            Lane::Clean
+        })
     }
 
     /// A successful sign-in: its attempt is given back and the name and address pair
@@ -180,15 +218,23 @@ impl LoginLimiter {
         counts.pairs.remove(key);
     }
 
-    /// An attempt refused before its password was checked (too many checks running): it
+    /// An attempt refused before its password was checked (its lane stayed full): it
     /// does not count as a failure.
     pub fn not_checked(&self, key: &LoginKey) {
         give_back(&mut self.lock(), key);
     }
 
-    /// A permit to run one password check, or `None` when too many run already.
-    pub fn password_check(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
-        self.checks.try_acquire().ok()
+    /// A permit to run one password check in `lane`, waiting in line at most
+    /// `CHECK_QUEUE_WAIT`; `None` when the lane stayed full.
+    pub async fn password_check(&self, lane: Lane) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        let checks = match lane {
+            Lane::Clean => &self.clean_checks,
+            Lane::Suspect => &self.suspect_checks,
+        };
+        tokio::time::timeout(CHECK_QUEUE_WAIT, checks.acquire())
+            .await
+            .ok()?
+            .ok()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Counts> {
@@ -198,9 +244,10 @@ impl LoginLimiter {
     }
 }
 
-/// The wait a name's `failures` impose: 1 s at `FREE_NAME_FAILURES`, doubling after.
+/// The wait an address with `failures` for a name under attack has before its next try:
+/// 1 s after none or one (it failed for other names), doubling with each further one.
 fn backoff(failures: u32) -> Duration {
-    let doublings = failures.saturating_sub(FREE_NAME_FAILURES).min(16);
+    let doublings = failures.saturating_sub(1).min(16);
     Duration::from_secs(1u64 << doublings).min(MAX_NAME_BACKOFF)
 }
 
@@ -279,32 +326,62 @@ mod tests {
         // Alice, from an address that has not failed, signs in at once.
         let alice = key("alice", "192.168.7.7");
         let now = start + Duration::from_secs(1);
-        assert_eq!(limiter.attempt(&alice, now), Ok(()));
+        assert_eq!(limiter.attempt(&alice, now), Ok(Lane::Clean));
         limiter.succeeded(&alice);
-        assert_eq!(limiter.attempt(&alice, now), Ok(()));
+        assert_eq!(limiter.attempt(&alice, now), Ok(Lane::Clean));
     }
 
     #[test]
-    fn a_name_under_attack_slows_addresses_that_failed_before() {
+    fn a_name_under_attack_slows_each_address_by_its_own_failures() {
         let limiter = LoginLimiter::default();
         let start = Instant::now();
-        for n in 0..FREE_NAME_FAILURES + 3 {
-            let guesser = key("carol", &format!("10.2.0.{n}"));
-            assert!(limiter.attempt(&guesser, start).is_ok());
+        for n in 0..200u32 {
+            let guesser = key("carol", &format!("10.2.{}.{}", n / 250, n % 250));
+            assert_eq!(limiter.attempt(&guesser, start), Ok(Lane::Clean));
         }
-        // An address that failed once waits the name's backoff, even for its second try.
-        let again = key("carol", "10.2.0.1");
-        let wait = limiter
-            .attempt(&again, start + Duration::from_secs(1))
-            .unwrap_err();
-        assert_eq!(wait, backoff(FREE_NAME_FAILURES + 3).as_secs() - 1);
-        assert!(limiter
-            .attempt(&again, start + backoff(FREE_NAME_FAILURES + 3))
-            .is_ok());
+        // Carol mistypes once from her own address: her next try waits a second, not the
+        // name's whole backoff (before: 296 s).
+        let carol = key("carol", "192.168.7.7");
+        assert_eq!(limiter.attempt(&carol, start), Ok(Lane::Clean));
+        let half_a_second = start + Duration::from_millis(500);
+        assert_eq!(limiter.attempt(&carol, half_a_second), Err(1));
+        assert_eq!(
+            limiter.attempt(&carol, start + Duration::from_secs(1)),
+            Ok(Lane::Suspect)
+        );
+        // A guessing address waits longer with each of its own failures.
+        let guesser = key("carol", "10.2.0.1");
+        let mut at = start;
+        for failures in 1..4u32 {
+            at += backoff(failures);
+            assert!(limiter.attempt(&guesser, at - Duration::from_millis(1)).is_err());
+            assert_eq!(limiter.attempt(&guesser, at), Ok(Lane::Suspect));
+        }
         // The backoff is bounded and doubles.
-        assert_eq!(backoff(FREE_NAME_FAILURES), Duration::from_secs(1));
-        assert_eq!(backoff(FREE_NAME_FAILURES + 2), Duration::from_secs(4));
+        assert_eq!(backoff(1), Duration::from_secs(1));
+        assert_eq!(backoff(3), Duration::from_secs(4));
         assert_eq!(backoff(u32::MAX), MAX_NAME_BACKOFF);
+    }
+
+    #[tokio::test]
+    async fn a_flood_of_suspects_leaves_the_clean_lane_free() {
+        let limiter = LoginLimiter::default();
+        let now = Instant::now();
+        let suspect = key("dave", "10.4.0.1");
+        assert_eq!(limiter.attempt(&suspect, now), Ok(Lane::Clean));
+        // Parallel attempts from one address: all but the first are suspects.
+        assert_eq!(limiter.attempt(&suspect, now), Ok(Lane::Suspect));
+        let held: Vec<_> = futures_util::future::join_all(
+            (0..SUSPECT_CHECKS).map(|_| limiter.password_check(Lane::Suspect)),
+        )
+        .await;
+        assert!(held.iter().all(Option::is_some));
+        assert!(limiter.suspect_checks.try_acquire().is_err(), "the suspect lane is full");
+        let clean: Vec<_> = futures_util::future::join_all(
+            (0..CLEAN_CHECKS).map(|_| limiter.password_check(Lane::Clean)),
+        )
+        .await;
+        assert!(clean.iter().all(Option::is_some), "the clean lane is untouched");
     }
 
     #[test]
@@ -333,16 +410,5 @@ mod tests {
             assert!(limiter.attempt(&alice, now).is_ok());
             limiter.not_checked(&alice);
         }
-    }
-
-    #[test]
-    fn password_checks_are_bounded() {
-        let limiter = LoginLimiter::default();
-        let permits: Vec<_> = (0..MAX_CONCURRENT_CHECKS)
-            .map(|_| limiter.password_check().expect("a permit"))
-            .collect();
-        assert!(limiter.password_check().is_none());
-        drop(permits);
-        assert!(limiter.password_check().is_some());
     }
 }

@@ -86,6 +86,9 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// The token Prometheus presents for `/metrics` (admins' API tokens work too).
     pub metrics_token: Option<Arc<str>>,
+    /// Slots for reading bodies from callers not yet known
+    /// (`limits.connections.max_anonymous_bodies`).
+    pub anonymous_bodies: Arc<tokio::sync::Semaphore>,
     /// Becomes `true` when the server shuts down: open event streams end then, so a
     /// graceful shutdown does not wait for runs to finish.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
@@ -122,15 +125,10 @@ pub struct HttpLimits {
 /// Every route needs a caller except health, login, bootstrap and the UI's files.
 pub fn router(state: AppState) -> Router {
     let body_limit = DefaultBodyLimit::max(state.limits.max_body_bytes);
-    let anonymous_slots = Arc::new(tokio::sync::Semaphore::new(
-        state.limits.connections.max_anonymous_bodies,
+    let sign_in = session::public_routes().route_layer(middleware::from_fn_with_state(
+        state.clone(),
+        anonymous_bodies::buffer_login_body,
     ));
-    let anonymous = session::public_routes()
-        .merge(incidents::webhook_routes())
-        .route_layer(middleware::from_fn_with_state(
-            anonymous_slots,
-            anonymous_bodies::limit_anonymous_bodies,
-        ));
     let protected = Router::new()
         .merge(openai::routes().route_layer(middleware::from_fn_with_state(
             state.clone(),
@@ -155,7 +153,8 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/metrics", get(metrics::metrics))
-        .merge(anonymous)
+        .merge(sign_in)
+        .merge(incidents::webhook_routes())
         .merge(assets::routes())
         .merge(protected)
         .fallback(error::route_not_found)

@@ -126,11 +126,14 @@ async fn login(
     let address = state.network.client_address(&extensions, &headers);
     let key = LoginKey::new(&name, address);
     let limiter = &state.login_limiter;
-    if let Err(retry_after_secs) = limiter.attempt(&key, Instant::now()) {
-        state.metrics.login(LoginOutcome::Limited);
-        return Err(ApiError::TooManyRequests { retry_after_secs });
-    }
-    let Some(_permit) = limiter.password_check() else {
+    let lane = match limiter.attempt(&key, Instant::now()) {
+        Ok(lane) => lane,
+        Err(retry_after_secs) => {
+            state.metrics.login(LoginOutcome::Limited);
+            return Err(ApiError::TooManyRequests { retry_after_secs });
+        }
+    };
+    let Some(_permit) = limiter.password_check(lane).await else {
         // Busy, not wrong: the attempt does not count against anyone.
         limiter.not_checked(&key);
         state.metrics.login(LoginOutcome::Busy);

@@ -3,13 +3,13 @@
 
 mod util;
 
+mod abuse;
 mod agent;
 mod answers;
 mod authorization;
 mod bad_model_files;
 mod browser;
 mod cli;
-mod connections;
 mod diagnostics;
 mod incidents;
 mod kb;

@@ -1,9 +1,14 @@
-//! Slow and idle clients against the real server (slowloris): hundreds of sockets that never
-//! finish their headers cannot keep `/healthz`, a sign-in or an API call from answering;
-//! they are closed at the header deadline; a body sent too slowly gets 408.
+//! Attacks on the real server by clients that have no account.
+//! - Slow and idle clients (slowloris): hundreds of sockets that never finish their headers
+//!   cannot keep `/healthz`, a sign-in or an API call from answering; they are closed at the
+//!   header deadline; a body sent too slowly gets 408.
+//! - A password-guessing flood from many addresses: the real user, from an address of their
+//!   own, still signs in.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -128,4 +133,70 @@ fn slow_clients_cannot_take_the_server() {
         "a half-sent body got: {response}"
     );
     assert!(response.contains("request_timeout"), "{response}");
+}
+
+/// Guessing threads, and the addresses they rotate through (behind a trusted proxy).
+const GUESSERS: usize = 16;
+const GUESSING_ADDRESSES: usize = 200;
+/// The real user's sign-ins during the flood.
+const USER_SIGN_INS: usize = 20;
+
+fn sign_in_from(server: &Server, address: &str, password: &str) -> u16 {
+    let result = ureq::post(&server.url("/api/login"))
+        .timeout(Duration::from_secs(30))
+        .set("X-Forwarded-For", address)
+        .send_json(json!({"name": ADMIN, "password": password}));
+    into_status_and_json(result).0
+}
+
+#[test]
+fn the_real_user_signs_in_during_a_many_address_guessing_flood() {
+    let server = Arc::new(Server::start(&["--trusted-proxy", "127.0.0.1"]));
+    let stop = Arc::new(AtomicBool::new(false));
+    let guesses = Arc::new(AtomicUsize::new(0));
+    let guessers: Vec<_> = (0..GUESSERS)
+        .map(|thread| {
+            let (server, stop, guesses) = (server.clone(), stop.clone(), guesses.clone());
+            std::thread::spawn(move || {
+                let mut n = thread;
+                while !stop.load(Ordering::Relaxed) {
+                    let address = format!("10.9.{}.{}", n % GUESSING_ADDRESSES / 250, n % 250);
+                    sign_in_from(&server, &address, "not-the-password");
+                    guesses.fetch_add(1, Ordering::Relaxed);
+                    n += GUESSERS;
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(2));
+
+    let mut signed_in = 0;
+    let mut waits = Vec::new();
+    for _ in 0..USER_SIGN_INS {
+        let started = Instant::now();
+        if sign_in_from(&server, "192.168.50.7", ADMIN_PASSWORD) == 200 {
+            signed_in += 1;
+        }
+        waits.push(started.elapsed());
+    }
+    stop.store(true, Ordering::Relaxed);
+    for guesser in guessers {
+        guesser.join().expect("a guessing thread");
+    }
+    waits.sort();
+    println!(
+        "{}",
+        json!({
+            "user_sign_ins": USER_SIGN_INS,
+            "succeeded": signed_in,
+            "p50_ms": waits[waits.len() / 2].as_millis(),
+            "max_ms": waits[waits.len() - 1].as_millis(),
+            "guesses": guesses.load(Ordering::Relaxed),
+        })
+    );
+    assert_eq!(
+        signed_in, USER_SIGN_INS,
+        "the real user was refused during the flood (waits {waits:?})"
+    );
+    assert!(guesses.load(Ordering::Relaxed) > USER_SIGN_INS, "the flood did not run");
 }
