@@ -86,6 +86,7 @@ pub struct Metrics {
     kb_sync_duration: Histograms,
     kb_sync_failures: Family<Labels, Counter>,
     logins: Family<Labels, Counter>,
+    refusals: Family<Labels, Counter>,
     /// One render at a time: a render refills the snapshot families.
     rendering: std::sync::Mutex<()>,
 }
@@ -134,6 +135,7 @@ impl Metrics {
             kb_sync_duration: Family::new_with_constructor(long_seconds_buckets),
             kb_sync_failures: Family::default(),
             logins: Family::default(),
+            refusals: Family::default(),
             rendering: std::sync::Mutex::new(()),
             registry: Registry::default(),
         };
@@ -232,6 +234,11 @@ impl Metrics {
             "logins",
             "Login attempts by outcome",
             metrics.logins.clone(),
+        );
+        r.register(
+            "refusals",
+            "Requests refused for want of credentials, by audit action (their audit rows are aggregated)",
+            metrics.refusals.clone(),
         );
         let build_info: Family<Labels, Gauge> = Family::default();
         build_info
@@ -336,6 +343,13 @@ impl Metrics {
             .inc();
     }
 
+    /// A request refused for want of credentials (`action`: its audit action).
+    pub fn refusal(&self, action: &str) {
+        self.refusals
+            .get_or_create(&vec![("action", action.to_owned())])
+            .inc();
+    }
+
     /// The exposition text, with `snapshot`'s state as of now.
     pub fn render(&self, snapshot: &Snapshot) -> String {
         let _one_at_a_time = self
@@ -413,6 +427,7 @@ mod tests {
             },
         );
         metrics.login(LoginOutcome::Failed);
+        metrics.refusal("alert.receive");
         let stream = metrics.sse_connection();
         let _connection = metrics.connection_opened();
         metrics.connection_refused();
@@ -428,6 +443,7 @@ mod tests {
             "warden_model_generated_tokens_total{model=\"smollm2\"} 8",
             "warden_model_time_to_first_token_seconds_count{model=\"smollm2\"} 1",
             "warden_logins_total{outcome=\"failure\"} 1",
+            "warden_refusals_total{action=\"alert.receive\"} 1",
             "warden_sse_connections 1",
             "warden_http_connections 1",
             "warden_http_connections_refused_total 1",

@@ -14,7 +14,9 @@ use crate::agent::backends::{ChatModel, EngineChatModel, KnowledgeSearch, Librar
 use crate::agent::compaction::{CompactionSettings, Compactor};
 use crate::agent::policy::PolicyConfig;
 use crate::agent::{Agent, AgentConfig};
-use crate::config::{AlertFlags, ConnectionFlags, KbRootFlags, ModelFlags, QuotaFlags, RetrievalFlags, ServeConfig};
+use crate::config::{
+    AlertFlags, ConnectionFlags, KbRootFlags, ModelFlags, QuotaFlags, RetrievalFlags, ServeConfig,
+};
 use crate::diagnostics::{DiagnosticRunner, Playbooks};
 use crate::engine::Engine;
 use crate::http::{
@@ -186,6 +188,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         network,
         metrics,
         metrics_token,
+        refusals: Arc::default(),
         anonymous_bodies: Arc::new(tokio::sync::Semaphore::new(
             args.connections.limits().max_anonymous_bodies,
         )),

@@ -55,5 +55,6 @@ pub async fn buffer_login_body(
             Err(err) => return err.into_response(),
         }
     };
-    next.run(Request::from_parts(parts, Body::from(bytes))).await
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
 }

@@ -65,9 +65,9 @@ impl HttpBody for DeadlineBody {
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(frame) => Poll::Ready(frame),
             Poll::Pending => match this.deadline.as_mut().poll(cx) {
-                Poll::Ready(()) => Poll::Ready(Some(Err(axum::Error::new(BodyTimedOut(
-                    this.timeout,
-                ))))),
+                Poll::Ready(()) => {
+                    Poll::Ready(Some(Err(axum::Error::new(BodyTimedOut(this.timeout)))))
+                }
                 Poll::Pending => Poll::Pending,
             },
         }

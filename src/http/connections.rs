@@ -175,10 +175,8 @@ impl Connection {
             .timer(TokioTimer::new())
             .header_read_timeout(self.header_timeout)
             .keep_alive(true);
-        let connection = builder.serve_connection(
-            TokioIo::new(self.stream),
-            TowerToHyperService::new(service),
-        );
+        let connection =
+            builder.serve_connection(TokioIo::new(self.stream), TowerToHyperService::new(service));
         let mut connection = std::pin::pin!(connection);
         let mut stopping = self.stopping;
         let mut asked_to_stop = false;

@@ -145,7 +145,10 @@ mod tests {
         assert!(!idle.waiting().contains_key(&2));
         assert!(!idle.evict_oldest(), "only a working connection is left");
         drop(busy);
-        assert!(idle.waiting().contains_key(&1), "it waits again after its response");
+        assert!(
+            idle.waiting().contains_key(&1),
+            "it waits again after its response"
+        );
         drop(first);
         drop(second);
         assert!(idle.waiting().is_empty());

@@ -109,6 +109,7 @@ impl Fixture {
             network: Default::default(),
             metrics: Default::default(),
             metrics_token: None,
+            refusals: std::sync::Arc::default(),
             anonymous_bodies: std::sync::Arc::new(tokio::sync::Semaphore::new(
                 crate::http::ConnectionLimits::DEFAULT.max_anonymous_bodies,
             )),
@@ -314,7 +315,30 @@ async fn the_webhook_needs_its_token_and_is_off_without_one() {
         assert_eq!(body["error"]["code"], "unauthorized");
     }
     assert_eq!(f.store.incidents(None, 100).expect("list").len(), 1);
-    assert_eq!(f.audit_outcomes("alert.receive"), [AuditOutcome::Denied; 5]);
+    // The webhook off, then four wrong tokens: one row per reason (refusals are aggregated).
+    assert_eq!(f.audit_outcomes("alert.receive"), [AuditOutcome::Denied; 2]);
+}
+
+/// A flood of posts without the token writes one audit row a minute, not one per post (the
+/// next row says how many went unwritten: `refusal_audit`'s tests).
+#[tokio::test]
+async fn a_flood_of_unauthenticated_alerts_writes_one_audit_row() {
+    let f = fixture();
+    let app = f.app(AlertWebhook::with_token(ALERT_TOKEN));
+    let wrong = bearer("alert-token-0123456788");
+    let payload = notification(vec![alert("fp-flood", "firing", "")]);
+    for _ in 0..200 {
+        let (status, _, _) = send(
+            &app,
+            Method::POST,
+            "/api/alerts",
+            &[("authorization", wrong.as_str())],
+            Some(payload.clone()),
+        )
+        .await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+    }
+    assert_eq!(f.audit_outcomes("alert.receive"), [AuditOutcome::Denied]);
 }
 
 #[tokio::test]

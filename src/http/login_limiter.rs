@@ -173,7 +173,11 @@ impl LoginLimiter {
             let failures = live(Some(&record.window), NAME_WINDOW).count;
             if address_has_failed && failures >= FREE_NAME_FAILURES {
                 let wait = backoff(pair.count);
-                let last = if pair.count > 0 { pair.last } else { address.last };
+                let last = if pair.count > 0 {
+                    pair.last
+                } else {
+                    address.last
+                };
                 let since = now.saturating_duration_since(last);
                 if since < wait {
                     return Err((wait - since).as_secs().max(1));
@@ -354,7 +358,9 @@ mod tests {
         let mut at = start;
         for failures in 1..4u32 {
             at += backoff(failures);
-            assert!(limiter.attempt(&guesser, at - Duration::from_millis(1)).is_err());
+            assert!(limiter
+                .attempt(&guesser, at - Duration::from_millis(1))
+                .is_err());
             assert_eq!(limiter.attempt(&guesser, at), Ok(Lane::Suspect));
         }
         // The backoff is bounded and doubles.
@@ -376,12 +382,18 @@ mod tests {
         )
         .await;
         assert!(held.iter().all(Option::is_some));
-        assert!(limiter.suspect_checks.try_acquire().is_err(), "the suspect lane is full");
+        assert!(
+            limiter.suspect_checks.try_acquire().is_err(),
+            "the suspect lane is full"
+        );
         let clean: Vec<_> = futures_util::future::join_all(
             (0..CLEAN_CHECKS).map(|_| limiter.password_check(Lane::Clean)),
         )
         .await;
-        assert!(clean.iter().all(Option::is_some), "the clean lane is untouched");
+        assert!(
+            clean.iter().all(Option::is_some),
+            "the clean lane is untouched"
+        );
     }
 
     #[test]

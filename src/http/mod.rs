@@ -34,6 +34,7 @@ mod metrics;
 mod network;
 mod observe;
 mod openai;
+mod refusal_audit;
 mod runs;
 mod session;
 #[cfg(test)]
@@ -63,6 +64,7 @@ pub use host_check::AllowedHosts;
 pub use incidents::AlertWebhook;
 pub use login_limiter::LoginLimiter;
 pub use network::NetworkPolicy;
+pub use refusal_audit::RefusalAudit;
 pub use session::SessionConfig;
 pub use user_slots::UserSlots;
 
@@ -89,6 +91,9 @@ pub struct AppState {
     /// Slots for reading bodies from callers not yet known
     /// (`limits.connections.max_anonymous_bodies`).
     pub anonymous_bodies: Arc<tokio::sync::Semaphore>,
+    /// Aggregates the audit rows of refusals anyone can cause (wrong webhook token, failed
+    /// sign-in).
+    pub refusals: Arc<refusal_audit::RefusalAudit>,
     /// Becomes `true` when the server shuts down: open event streams end then, so a
     /// graceful shutdown does not wait for runs to finish.
     pub shutdown: tokio::sync::watch::Receiver<bool>,

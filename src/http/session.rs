@@ -150,7 +150,8 @@ async fn login(
     };
     let Some(user) = user else {
         state.metrics.login(LoginOutcome::Failed);
-        audit(&state, &name, "auth.login", None, AuditOutcome::Denied).await;
+        let detail = json!({ "reason": "wrong name or password" });
+        super::incidents::audit_refusal(&state, &name, "auth.login", detail).await;
         return Err(ApiError::InvalidCredentials);
     };
     limiter.succeeded(&key);

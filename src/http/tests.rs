@@ -90,6 +90,7 @@ fn state() -> AppState {
         network: Default::default(),
         metrics: Default::default(),
         metrics_token: None,
+        refusals: std::sync::Arc::default(),
         anonymous_bodies: std::sync::Arc::new(tokio::sync::Semaphore::new(
             crate::http::ConnectionLimits::DEFAULT.max_anonymous_bodies,
         )),

@@ -107,9 +107,7 @@ fn slow_clients_cannot_take_the_server() {
     // Every slow client is closed by the header deadline, never left open.
     let still_open = slow
         .iter()
-        .filter(|stream| {
-            !closed_by_server(stream, Duration::from_secs(HEADER_TIMEOUT_SECS + 5))
-        })
+        .filter(|stream| !closed_by_server(stream, Duration::from_secs(HEADER_TIMEOUT_SECS + 5)))
         .count();
     assert_eq!(still_open, 0, "slow clients the server kept open");
 
@@ -198,5 +196,8 @@ fn the_real_user_signs_in_during_a_many_address_guessing_flood() {
         signed_in, USER_SIGN_INS,
         "the real user was refused during the flood (waits {waits:?})"
     );
-    assert!(guesses.load(Ordering::Relaxed) > USER_SIGN_INS, "the flood did not run");
+    assert!(
+        guesses.load(Ordering::Relaxed) > USER_SIGN_INS,
+        "the flood did not run"
+    );
 }
