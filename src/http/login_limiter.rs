@@ -71,6 +71,8 @@ struct Window {
     count: u32,
     /// When the latest attempt counted in it started.
     last: Instant,
+    /// Attempts counted whose password check has not ended yet.
+    pending: u32,
 }
 
 impl Window {
@@ -80,6 +82,7 @@ impl Window {
                 started: now,
                 count: 0,
                 last: now,
+                pending: 0,
             };
         }
         self
@@ -87,7 +90,13 @@ impl Window {
 
     fn count_one(&mut self, now: Instant) {
         self.count += 1;
+        self.pending += 1;
         self.last = now;
+    }
+
+    /// Failures known to be failures: counted attempts whose check has ended.
+    fn failures(&self) -> u32 {
+        self.count.saturating_sub(self.pending)
     }
 
     fn expired(&self, now: Instant, length: Duration) -> bool {
@@ -156,6 +165,7 @@ impl LoginLimiter {
                     started: now,
                     count: 0,
                     last: now,
+                    pending: 0,
                 })
         };
         let pair = live(counts.pairs.get(key), WINDOW);
@@ -188,6 +198,7 @@ impl LoginLimiter {
             started: now,
             count: 0,
             last: now,
+            pending: 0,
         };
         counts
             .pairs
@@ -207,7 +218,9 @@ impl LoginLimiter {
         });
         record.window.current(now, NAME_WINDOW).count += 1;
         record.last_failure = now;
-        Ok(if address_has_failed {
+        // The lane goes by failures already known: parallel sign-ins from one clean address
+        // (an office behind one NAT) all take the clean lane.
+        Ok(if address.failures() > 0 || pair.failures() > 0 {
             Lane::Suspect
         } else {
             Lane::Clean
@@ -219,13 +232,21 @@ impl LoginLimiter {
     pub fn succeeded(&self, key: &LoginKey) {
         let mut counts = self.lock();
         give_back(&mut counts, key);
+        check_ended(&mut counts, key);
         counts.pairs.remove(key);
     }
 
     /// An attempt refused before its password was checked (its lane stayed full): it
     /// does not count as a failure.
     pub fn not_checked(&self, key: &LoginKey) {
-        give_back(&mut self.lock(), key);
+        let mut counts = self.lock();
+        give_back(&mut counts, key);
+        check_ended(&mut counts, key);
+    }
+
+    /// An attempt whose password was wrong: it stays counted, now as a known failure.
+    pub fn failed(&self, key: &LoginKey) {
+        check_ended(&mut self.lock(), key);
     }
 
     /// A permit to run one password check in `lane`, waiting in line at most
@@ -264,6 +285,15 @@ fn give_back(counts: &mut Counts, key: &LoginKey) {
     }
     if let Some(record) = counts.names.get_mut(&key.name) {
         record.window.count = record.window.count.saturating_sub(1);
+    }
+}
+
+fn check_ended(counts: &mut Counts, key: &LoginKey) {
+    if let Some(pair) = counts.pairs.get_mut(key) {
+        pair.pending = pair.pending.saturating_sub(1);
+    }
+    if let Some(address) = counts.addresses.get_mut(&key.address) {
+        address.pending = address.pending.saturating_sub(1);
     }
 }
 
@@ -347,6 +377,7 @@ mod tests {
         // name's whole backoff (before: 296 s).
         let carol = key("carol", "192.168.7.7");
         assert_eq!(limiter.attempt(&carol, start), Ok(Lane::Clean));
+        limiter.failed(&carol);
         let half_a_second = start + Duration::from_millis(500);
         assert_eq!(limiter.attempt(&carol, half_a_second), Err(1));
         assert_eq!(
@@ -356,12 +387,14 @@ mod tests {
         // A guessing address waits longer with each of its own failures.
         let guesser = key("carol", "10.2.0.1");
         let mut at = start;
+        limiter.failed(&guesser);
         for failures in 1..4u32 {
             at += backoff(failures);
             assert!(limiter
                 .attempt(&guesser, at - Duration::from_millis(1))
                 .is_err());
             assert_eq!(limiter.attempt(&guesser, at), Ok(Lane::Suspect));
+            limiter.failed(&guesser);
         }
         // The backoff is bounded and doubles.
         assert_eq!(backoff(1), Duration::from_secs(1));
@@ -375,7 +408,13 @@ mod tests {
         let now = Instant::now();
         let suspect = key("dave", "10.4.0.1");
         assert_eq!(limiter.attempt(&suspect, now), Ok(Lane::Clean));
-        // Parallel attempts from one address: all but the first are suspects.
+        // Parallel sign-ins from one address that has not failed yet are all clean.
+        assert_eq!(
+            limiter.attempt(&key("erin", "10.4.0.1"), now),
+            Ok(Lane::Clean)
+        );
+        // Once one of them failed, the address is a suspect.
+        limiter.failed(&suspect);
         assert_eq!(limiter.attempt(&suspect, now), Ok(Lane::Suspect));
         let held: Vec<_> = futures_util::future::join_all(
             (0..SUSPECT_CHECKS).map(|_| limiter.password_check(Lane::Suspect)),

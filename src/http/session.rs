@@ -149,6 +149,7 @@ async fn login(
         None
     };
     let Some(user) = user else {
+        limiter.failed(&key);
         state.metrics.login(LoginOutcome::Failed);
         let detail = json!({ "reason": "wrong name or password" });
         super::incidents::audit_refusal(&state, &name, "auth.login", detail).await;
