@@ -178,6 +178,14 @@ pub struct QuotaFlags {
     /// Most `/v1` requests one user may have in progress at once; more get 429.
     #[arg(long, env = "WARDEN_MAX_V1_REQUESTS_PER_USER", default_value_t = 4)]
     pub max_v1_requests_per_user: usize,
+    /// Most runs (chat answers, diagnostics) of one user the workers take up at once; the
+    /// user's further runs wait while other users' runs start. Default: half the run
+    /// workers, rounded up.
+    #[arg(long, env = "WARDEN_MAX_RUNNING_RUNS_PER_USER", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub max_running_runs_per_user: Option<u32>,
+    /// Most diagnostics one user may have in progress; more get 429.
+    #[arg(long, env = "WARDEN_MAX_DIAGNOSTICS_PER_USER", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub max_diagnostics_per_user: u32,
 }
 
 /// How many connections `serve` holds and how long a client may take to send a request.

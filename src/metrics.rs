@@ -63,6 +63,10 @@ pub struct Snapshot {
     pub knowledge_bases: Vec<(String, u64, u64)>,
     /// `(model, queued requests)`.
     pub model_queues: Vec<(String, u64)>,
+    /// `(quota, per-user limit)`, 0 for none.
+    pub owner_limits: Vec<(String, u64)>,
+    /// `(measure, the most any one user holds now)`: running runs, queued runs, diagnostics.
+    pub busiest_user: Vec<(String, u64)>,
 }
 
 pub struct Metrics {
@@ -87,6 +91,8 @@ pub struct Metrics {
     kb_sync_failures: Family<Labels, Counter>,
     logins: Family<Labels, Counter>,
     refusals: Family<Labels, Counter>,
+    quota_limits: Family<Labels, Gauge>,
+    busiest_user: Family<Labels, Gauge>,
     /// One render at a time: a render refills the snapshot families.
     rendering: std::sync::Mutex<()>,
 }
@@ -136,6 +142,8 @@ impl Metrics {
             kb_sync_failures: Family::default(),
             logins: Family::default(),
             refusals: Family::default(),
+            quota_limits: Family::default(),
+            busiest_user: Family::default(),
             rendering: std::sync::Mutex::new(()),
             registry: Registry::default(),
         };
@@ -239,6 +247,16 @@ impl Metrics {
             "refusals",
             "Requests refused for want of credentials, by audit action (their audit rows are aggregated)",
             metrics.refusals.clone(),
+        );
+        r.register(
+            "quota_limit",
+            "Per-user limits: queued and running runs, diagnostics in progress (0: none)",
+            metrics.quota_limits.clone(),
+        );
+        r.register(
+            "busiest_user",
+            "The most any one user holds now, by measure (running_runs, queued_runs, active_diagnostics)",
+            metrics.busiest_user.clone(),
         );
         let build_info: Family<Labels, Gauge> = Family::default();
         build_info
@@ -370,6 +388,16 @@ impl Metrics {
                 .set(to_i64(*documents));
             self.kb_chunks.get_or_create(&labels).set(to_i64(*chunks));
         }
+        for (quota, limit) in &snapshot.owner_limits {
+            self.quota_limits
+                .get_or_create(&vec![("quota", quota.clone())])
+                .set(to_i64(*limit));
+        }
+        for (measure, most) in &snapshot.busiest_user {
+            self.busiest_user
+                .get_or_create(&vec![("measure", measure.clone())])
+                .set(to_i64(*most));
+        }
         for (model, queued) in &snapshot.model_queues {
             self.model_queue_depth
                 .get_or_create(&model_labels(model))
@@ -435,6 +463,8 @@ mod tests {
             runs: vec![("chat".into(), "completed".into(), 3)],
             knowledge_bases: vec![("sample".into(), 5, 40)],
             model_queues: vec![("smollm2".into(), 2)],
+            owner_limits: vec![("active_diagnostics_per_user".into(), 2)],
+            busiest_user: vec![("running_runs".into(), 1)],
         };
         let text = metrics.render(&snapshot);
         for expected in [
@@ -450,6 +480,8 @@ mod tests {
             "warden_runs{kind=\"chat\",status=\"completed\"} 3",
             "warden_kb_chunks{kb=\"sample\"} 40",
             "warden_model_queue_depth{model=\"smollm2\"} 2",
+            "warden_quota_limit{quota=\"active_diagnostics_per_user\"} 2",
+            "warden_busiest_user{measure=\"running_runs\"} 1",
             "warden_build_info{version=",
         ] {
             assert!(text.contains(expected), "missing {expected} in\n{text}");

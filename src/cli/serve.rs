@@ -116,6 +116,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let store = crate::knowledge::open_store(&config.data_dir)?;
     store.set_queued_runs_limit(Some(config.max_queued_runs_per_user));
+    store.set_running_runs_limit(Some(
+        args.quotas
+            .max_running_runs_per_user
+            .unwrap_or(u32::from(args.run_workers).div_ceil(2)),
+    ));
+    store.set_active_diagnostics_limit(Some(args.quotas.max_diagnostics_per_user));
     let network = NetworkPolicy {
         allowed_hosts: AllowedHosts::from_origins(&args.public_origin)
             .map_err(|message| anyhow::anyhow!(message))?,

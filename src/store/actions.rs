@@ -23,8 +23,8 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::{json, Value};
 
 use super::diagnostics::{
-    insert_diagnostic_task, is_diagnostic_task_id, new_diagnostic_task_id, owned_task,
-    DiagnosticStatus, TaskInsert,
+    check_active_diagnostics, insert_diagnostic_task, is_diagnostic_task_id,
+    new_diagnostic_task_id, owned_task, DiagnosticStatus, TaskInsert,
 };
 use super::incidents::{is_incident_id, json_column, to_json_text};
 use super::runs::insert_queued_diagnostic_run;
@@ -252,6 +252,7 @@ impl Actions for Store {
             task: new_diagnostic_task_id()?,
             run: secrets::new_id("run")?,
             approval: secrets::new_id("approval")?,
+            active_diagnostics_limit: self.active_diagnostics_limit(),
         };
         match self.write(|t| decide_in(t, decision, &fresh, now))? {
             Outcome::Decided(decided) => Ok(decided),
@@ -261,11 +262,12 @@ impl Actions for Store {
     }
 }
 
-/// Ids for what a confirmation may create.
+/// Ids for what a confirmation may create, and the owner's allowance for it.
 struct FreshIds {
     task: String,
     run: String,
     approval: String,
+    active_diagnostics_limit: Option<u32>,
 }
 
 /// How a decision's transaction ends: committed either way.
@@ -422,6 +424,8 @@ fn start_diagnostic(
         let error = format!("incident `{incident_id}` does not exist");
         return Ok((PendingActionStatus::Failed, Some(json!({ "error": error }))));
     }
+    // Over the allowance the confirmation is refused and the action stays pending.
+    check_active_diagnostics(t, action.owner_id, fresh.active_diagnostics_limit)?;
     insert_queued_diagnostic_run(t, &fresh.run, action.owner_id, now)?;
     let status = DiagnosticStatus::Queued;
     let task = TaskInsert {

@@ -103,6 +103,30 @@ pub struct TaskUpdate<'a> {
     pub report: Option<&'a serde_json::Value>,
 }
 
+/// `QuotaExceeded` when `owner` already has `limit` diagnostics in progress.
+pub(super) fn check_active_diagnostics(
+    t: &rusqlite::Connection,
+    owner: i64,
+    limit: Option<u32>,
+) -> Result<()> {
+    let Some(limit) = limit else {
+        return Ok(());
+    };
+    let active: i64 = t.query_row(
+        "SELECT COUNT(*) FROM diagnostic_tasks
+         WHERE owner_id = ?1 AND status IN ('waiting_for_graph', 'queued', 'running')",
+        [owner],
+        |r| r.get(0),
+    )?;
+    if active >= i64::from(limit) {
+        return Err(StoreError::QuotaExceeded(format!(
+            "you have {active} diagnostics in progress (the most is {limit}); wait for one \
+             to end or cancel it"
+        )));
+    }
+    Ok(())
+}
+
 /// Whether `text` is a diagnostic task id: `diagnostic_` and `[A-Za-z0-9][A-Za-z0-9-]{0,63}`.
 pub fn is_diagnostic_task_id(text: &str) -> bool {
     has_id_shape(text, "diagnostic")
@@ -124,10 +148,12 @@ impl DiagnosticTasks for Store {
     ) -> Result<DiagnosticTask> {
         let id = new_diagnostic_task_id()?;
         let run_id = secrets::new_id("run")?;
+        let limit = self.active_diagnostics_limit();
         self.write(|t| {
             if !exists(t, "SELECT 1 FROM users WHERE id = ?1", &owner)? {
                 return Err(StoreError::Invalid(format!("user {owner} does not exist")));
             }
+            check_active_diagnostics(t, owner, limit)?;
             super::runs::insert_queued_diagnostic_run(t, &run_id, owner, now)?;
             let task = TaskInsert {
                 id: &id,
@@ -411,6 +437,34 @@ mod tests {
         assert_eq!(ids, [generated.id.clone(), added.id.clone()]);
         assert_eq!(store.diagnostic_tasks(ann, 1).unwrap().len(), 1);
         assert!(store.diagnostic_tasks(bob, 10).unwrap().is_empty());
+    }
+
+    #[test]
+    fn diagnostics_in_progress_per_owner_are_limited_when_a_limit_is_set() {
+        let (_dir, store, ann, bob) = store();
+        store.set_active_diagnostics_limit(Some(2));
+        let start = |owner| store.start_diagnostic_task(owner, "incident_db", None, "v1", 1);
+        start(ann).unwrap();
+        start(ann).unwrap();
+        let refused = start(ann).unwrap_err();
+        assert!(matches!(refused, StoreError::QuotaExceeded(_)), "{refused}");
+        assert_eq!(
+            store.diagnostic_tasks(ann, 10).unwrap().len(),
+            2,
+            "nothing stored"
+        );
+        // Another owner has an allowance of their own; an ended task frees one.
+        start(bob).unwrap();
+        let first = &store.diagnostic_tasks(ann, 10).unwrap()[0];
+        let ended = TaskUpdate {
+            id: &first.id,
+            status: DiagnosticStatus::Completed,
+            graph_version: "v1",
+            thread_id: "t",
+            report: None,
+        };
+        store.update_diagnostic_task(&ended, 2).unwrap();
+        start(ann).unwrap();
     }
 
     #[test]

@@ -58,10 +58,38 @@ impl Store {
             let knowledge_bases = statement
                 .query_map([], |r| Ok((r.get(0)?, count(r, 1)?, count(r, 2)?)))?
                 .collect::<rusqlite::Result<_>>()?;
+            let most = |sql: &str| c.query_row(sql, [], |r| count(r, 0));
+            let busiest_user = vec![
+                (
+                    "running_runs".to_owned(),
+                    most(
+                        "SELECT COALESCE(MAX(n), 0) FROM (SELECT COUNT(*) AS n FROM runs
+                         WHERE status = 'running' GROUP BY owner_id)",
+                    )?,
+                ),
+                (
+                    "queued_runs".to_owned(),
+                    most(
+                        "SELECT COALESCE(MAX(n), 0) FROM (SELECT COUNT(*) AS n FROM runs
+                         WHERE status = 'queued' GROUP BY owner_id)",
+                    )?,
+                ),
+                (
+                    "active_diagnostics".to_owned(),
+                    most(
+                        "SELECT COALESCE(MAX(n), 0) FROM (SELECT COUNT(*) AS n
+                         FROM diagnostic_tasks
+                         WHERE status IN ('waiting_for_graph', 'queued', 'running')
+                         GROUP BY owner_id)",
+                    )?,
+                ),
+            ];
             Ok(crate::metrics::Snapshot {
                 runs,
                 knowledge_bases,
                 model_queues: Vec::new(),
+                owner_limits: self.owner_limits(),
+                busiest_user,
             })
         })
     }

@@ -133,6 +133,10 @@ pub struct Store {
     writer: Mutex<Connection>,
     /// Most queued chat runs one owner may have (0: no limit).
     queued_runs_limit: AtomicU32,
+    /// Most runs of one owner workers take up at once (0: no limit).
+    running_runs_limit: AtomicU32,
+    /// Most diagnostic tasks one owner may have in progress (0: no limit).
+    active_diagnostics_limit: AtomicU32,
 }
 
 impl Store {
@@ -153,6 +157,8 @@ impl Store {
             path: path.to_path_buf(),
             writer: Mutex::new(connection),
             queued_runs_limit: AtomicU32::new(0),
+            running_runs_limit: AtomicU32::new(0),
+            active_diagnostics_limit: AtomicU32::new(0),
         })
     }
 
@@ -164,10 +170,44 @@ impl Store {
     }
 
     fn queued_runs_limit(&self) -> Option<u32> {
-        match self.queued_runs_limit.load(Ordering::Relaxed) {
-            0 => None,
-            limit => Some(limit),
-        }
+        limit(&self.queued_runs_limit)
+    }
+
+    /// Sets the most runs of one owner that workers take up at once (`None`: no limit);
+    /// an owner's further runs wait in the queue while other owners' runs are claimed.
+    pub fn set_running_runs_limit(&self, limit: Option<u32>) {
+        self.running_runs_limit
+            .store(limit.unwrap_or(0), Ordering::Relaxed);
+    }
+
+    fn running_runs_limit(&self) -> Option<u32> {
+        limit(&self.running_runs_limit)
+    }
+
+    /// Sets the most diagnostic tasks one owner may have in progress (`None`: no limit); a
+    /// start beyond it is refused with `QuotaExceeded` and nothing is stored.
+    pub fn set_active_diagnostics_limit(&self, limit: Option<u32>) {
+        self.active_diagnostics_limit
+            .store(limit.unwrap_or(0), Ordering::Relaxed);
+    }
+
+    fn active_diagnostics_limit(&self) -> Option<u32> {
+        limit(&self.active_diagnostics_limit)
+    }
+
+    /// The per-owner limits as `/metrics` shows them (0: no limit).
+    pub fn owner_limits(&self) -> Vec<(String, u64)> {
+        [
+            ("queued_runs_per_user", &self.queued_runs_limit),
+            ("running_runs_per_user", &self.running_runs_limit),
+            (
+                "active_diagnostics_per_user",
+                &self.active_diagnostics_limit,
+            ),
+        ]
+        .into_iter()
+        .map(|(name, value)| (name.to_owned(), u64::from(value.load(Ordering::Relaxed))))
+        .collect()
     }
 
     pub fn path(&self) -> &Path {
@@ -266,5 +306,13 @@ mod tests {
             .read(|c| Ok(c.query_row("SELECT count(*) FROM knowledge_bases", [], |r| r.get(0))?))
             .unwrap();
         assert_eq!(count, 0);
+    }
+}
+
+/// A limit stored as an atomic, 0 meaning none.
+fn limit(value: &AtomicU32) -> Option<u32> {
+    match value.load(Ordering::Relaxed) {
+        0 => None,
+        limit => Some(limit),
     }
 }

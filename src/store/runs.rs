@@ -187,9 +187,11 @@ impl Runs for Store {
 
     fn claim_next(&self, worker: &str, now: i64, lease_secs: i64) -> Result<Option<Run>> {
         check_lease_secs(lease_secs)?;
+        let running_limit = self.running_runs_limit().map_or(i64::MAX, i64::from);
         self.write(|t| {
             // Round-robin across owners: the owner served least recently goes first, and
-            // within one owner the oldest run.
+            // within one owner the oldest run. An owner whose runs already hold
+            // `running_limit` workers (live leases) waits.
             let claimable: Option<(String, i64)> = t
                 .query_row(
                     "SELECT runs.id, runs.owner_id FROM runs
@@ -201,9 +203,13 @@ impl Runs for Store {
                            WHERE earlier.conversation_id = runs.conversation_id
                              AND earlier.turn < runs.turn
                              AND earlier.status IN ('queued', 'running'))
+                       AND (SELECT COUNT(*) FROM runs AS working
+                            WHERE working.owner_id = runs.owner_id
+                              AND working.status = 'running'
+                              AND working.lease_expires_at > ?1) < ?2
                      ORDER BY COALESCE(run_claims.last_claim, 0), runs.created_at, runs.rowid
                      LIMIT 1",
-                    [now],
+                    params![now, running_limit],
                     |r| Ok((r.get(0)?, r.get(1)?)),
                 )
                 .optional()?;

@@ -95,6 +95,34 @@ fn queued_runs_per_owner_are_limited_when_a_limit_is_set() {
 }
 
 #[test]
+fn one_owner_holds_at_most_the_running_limit_of_workers() {
+    let (_dir, store) = store();
+    store.set_running_runs_limit(Some(1));
+    let bob = store
+        .create_user("bob", Role::Viewer, "password1", 0)
+        .unwrap();
+    let alice_runs = queue_runs(&store, 3);
+    let first = store.claim_next("w1", 10, LEASE).unwrap().unwrap();
+    assert_eq!(first.id, alice_runs[0]);
+    // Alice's other runs wait while her first holds a worker: the second worker idles…
+    assert!(store.claim_next("w2", 11, LEASE).unwrap().is_none());
+    // …or takes Bob's message at once.
+    let conversation = store.create_conversation(bob.id, "c", 0).unwrap();
+    let bob_run = store
+        .add_user_message_with_run(bob.id, &conversation.id, "q", 12)
+        .unwrap()
+        .run_id;
+    assert_eq!(
+        store.claim_next("w2", 13, LEASE).unwrap().unwrap().id,
+        bob_run
+    );
+    // A lease that ran out (a dead worker) no longer holds Alice's slot.
+    let resumed = store.claim_next("w3", 10 + LEASE, LEASE).unwrap().unwrap();
+    assert_eq!(resumed.id, alice_runs[0]);
+    assert!(store.claim_next("w4", 11 + LEASE, LEASE).unwrap().is_none());
+}
+
+#[test]
 fn only_the_lease_holder_appends_and_turns_are_claimed_in_order() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("w.db")).unwrap();
