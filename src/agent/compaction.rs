@@ -128,7 +128,8 @@ impl Compactor {
                 return Ok(done);
             };
             let citations = self.citations(owner, conversation_id)?;
-            let sources = self.sources(batch, &citations);
+            let evidence = self.evidence(owner, conversation_id)?;
+            let sources = self.sources(batch, &citations, &evidence);
             let raw: HashMap<&str, &str> = batch
                 .iter()
                 .map(|m| (m.id.as_str(), m.content.as_str()))
@@ -274,12 +275,48 @@ impl Compactor {
         Ok(by_message)
     }
 
+    /// `(chunk id, passage text)` by message id: the passages the knowledge tool returned
+    /// to the run that wrote each answer, from the tool ledger.
+    fn evidence(
+        &self,
+        owner: i64,
+        conversation_id: &str,
+    ) -> Result<HashMap<String, Vec<(String, String)>>, StoreError> {
+        let mut by_message: HashMap<String, Vec<(String, String)>> = HashMap::new();
+        let tool = super::tools::KNOWLEDGE_TOOL;
+        for (message_id, result) in
+            self.store
+                .conversation_tool_results(owner, conversation_id, tool)?
+        {
+            let Ok(result) = serde_json::from_str::<Value>(&result) else {
+                continue;
+            };
+            let passages = result["data"]["passages"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            for passage in passages {
+                let (Some(chunk), Some(text)) =
+                    (passage["chunk_id"].as_u64(), passage["text"].as_str())
+                else {
+                    continue;
+                };
+                by_message
+                    .entry(message_id.clone())
+                    .or_default()
+                    .push((chunk.to_string(), text.to_owned()));
+            }
+        }
+        Ok(by_message)
+    }
+
     /// The batch as the model and the validator see it: user messages masked, each text
     /// clipped to what one batch holds.
     fn sources(
         &self,
         batch: &[Message],
         citations: &HashMap<String, Vec<String>>,
+        evidence: &HashMap<String, Vec<(String, String)>>,
     ) -> Vec<SourceMessage> {
         let max_chars = self.settings.batch_tokens * 3;
         batch
@@ -297,6 +334,7 @@ impl Compactor {
                     role: m.role,
                     text: text.chars().take(max_chars).collect(),
                     citations: citations.get(&m.id).cloned().unwrap_or_default(),
+                    evidence: evidence.get(&m.id).cloned().unwrap_or_default(),
                 }
             })
             .collect()

@@ -153,7 +153,7 @@ impl Grounded<'_, '_> {
             core.sink,
             step,
             0,
-            "knowledge_retrieval",
+            super::tools::KNOWLEDGE_TOOL,
             &json!({"query": query, "limit": MAX_PASSAGES}),
         )?;
         match outcome {

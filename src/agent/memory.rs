@@ -4,8 +4,10 @@
 //! messages compacted (by their number in the prompt), and size limits — a violation makes the whole output invalid (the
 //! compaction is degraded, nothing is written). The model never chooses an item's trust:
 //! code derives it from the source (what the user said is `user_stated`, what the
-//! assistant said `assistant_proposed`, an item citing a passage that message cited
-//! `tool_verified`); a confirmation only the user gives. Items that would break a rule —
+//! assistant said `assistant_proposed`; `tool_verified` only for an item citing a passage
+//! that message cited *and* that a tool returned for its run, as the tool ledger recorded
+//! it, when that passage bears the item out — never on the assistant's word alone); a
+//! confirmation only the user gives. Items that would break a rule —
 //! a `confirmed_facts` item nothing verified, or a text that carries instructions,
 //! credentials, hidden reasoning, prompts, raw tool output or safety state
 //! (`executionPermitted`, `recoveryMode`, `validatorStatus`, approvals) — are dropped. On
@@ -39,6 +41,19 @@ pub struct SourceMessage {
     pub text: String,
     /// Citation ids the message's answer carried (chunk ids): what `tool_verified` may name.
     pub citations: Vec<String>,
+    /// `(chunk id, passage text)` for every passage a tool returned to the run that wrote
+    /// the message (from the tool ledger): what a `tool_verified` item must be grounded in.
+    pub evidence: Vec<(String, String)>,
+}
+
+impl SourceMessage {
+    /// The text a tool returned for passage `id` in this message's run.
+    fn returned_passage(&self, id: &str) -> Option<&str> {
+        self.evidence
+            .iter()
+            .find(|(chunk, _)| chunk == id)
+            .map(|(_, text)| text.as_str())
+    }
 }
 
 /// Why a compaction's output was refused as a whole.
@@ -155,16 +170,20 @@ fn parse_item(
         Some(Value::String(id)) => Some(id.clone()),
         Some(_) => return Err(invalid("an item's citation id is not text")),
     };
-    // Trust comes from the source, never from the model.
+    // Trust comes from the source, never from the model. A cited item is verified only by
+    // the passage a tool returned: the answer's own wording proves nothing.
     let trust = match &citation_id {
-        Some(id) if source.citations.contains(id) => Trust::ToolVerified,
+        Some(id) if source.citations.contains(id) => match source.returned_passage(id) {
+            Some(passage) if grounded(&text, passage) => Trust::ToolVerified,
+            _ => Trust::AssistantProposed,
+        },
         Some(_) => return Ok(None),
         None if source.role == MessageRole::User => Trust::UserStated,
         None if source.role == MessageRole::Assistant => Trust::AssistantProposed,
         None => return Ok(None),
     };
     // A text the source does not bear out is the model's own proposal, whoever it names.
-    let trust = if trust != Trust::AssistantProposed && !grounded(&text, &source.text) {
+    let trust = if trust == Trust::UserStated && !grounded(&text, &source.text) {
         Trust::AssistantProposed
     } else {
         trust

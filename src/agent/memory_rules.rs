@@ -146,6 +146,7 @@ mod tests {
             role: MessageRole::User,
             text: String::new(),
             citations: vec![],
+            evidence: vec![],
         }
     }
 

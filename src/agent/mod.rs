@@ -563,7 +563,8 @@ impl Agent {
 
     /// The unmasked message, for admins only (the audit log), when something was masked.
     fn audit_raw_input(&self, input: &TurnInput, screened: &safety::ScreenedInput) {
-        let detail = json!({"run": input.run_id, "raw": input.question, "masked": screened.masked});
+        // What was masked, never the text itself: the audit log is read by administrators.
+        let detail = json!({"run": input.run_id, "masked": screened.masked});
         let entry = AuditEntry {
             actor: &input.owner_name,
             action: "chat.input_masked",

@@ -202,6 +202,13 @@ fn remove_control_characters(text: &str) -> (String, usize) {
 
 /// Applies every masking rule in order (keys and passwords before the personal-data
 /// patterns, so a secret is named for what it is), returning the text and the counts.
+/// `text` with secrets and personal data replaced by `[masked:KIND]`, and what was masked:
+/// what a message is stored as, so that no later turn's history, memory or audit row can
+/// carry what the user pasted.
+pub fn mask_for_storage(text: &str) -> (String, Vec<MaskCount>) {
+    mask(text)
+}
+
 fn mask(text: &str) -> (String, Vec<MaskCount>) {
     let mut counts: BTreeMap<MaskKind, usize> = BTreeMap::new();
     let mut text = text.to_string();

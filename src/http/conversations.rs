@@ -178,11 +178,24 @@ async fn post_message(
             "no chat model is loaded; see /healthz".to_owned(),
         ));
     }
+    // The one entry point of chat text: secrets are masked before anything is stored, so
+    // no later turn's history, memory or audit row can hold what was pasted.
+    let (content, masked) = crate::agent::safety::mask_for_storage(&content);
     let store = state.store.clone();
     let owner = caller.user.id;
     let turn =
         blocking(move || Ok(store.add_user_message_with_run(owner, &id, &content, now_secs())?))
             .await?;
+    if !masked.is_empty() {
+        audit(
+            &state,
+            &caller.user.name,
+            "chat.input_masked",
+            Some(&turn.run_id),
+            AuditOutcome::Success,
+        )
+        .await;
+    }
     state.runs.wake_workers();
     audit(
         &state,

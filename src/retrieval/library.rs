@@ -49,6 +49,9 @@ pub struct RetrievalConfig {
     pub vector_weight: f64,
     pub chunking: ChunkConfig,
     pub extract_limits: ExtractLimits,
+    /// Most chunks one sync indexes; the files after that are reported and left for the
+    /// next sync (which skips what this one indexed, so it goes on where this one stopped).
+    pub max_chunks_per_sync: usize,
     /// Which folders may be added, by whom.
     pub roots: RootPolicy,
 }
@@ -61,6 +64,7 @@ impl Default for RetrievalConfig {
             vector_weight: 1.0,
             chunking: ChunkConfig::default(),
             extract_limits: ExtractLimits::default(),
+            max_chunks_per_sync: 100_000,
             roots: RootPolicy::default(),
         }
     }
@@ -322,14 +326,40 @@ impl Library {
             .into_iter()
             .map(|path| DocumentChange::Delete { path })
             .collect();
+        let budget = self.config.max_chunks_per_sync;
+        let mut planned = 0usize;
         for batch in to_index.chunks(DOCUMENTS_PER_BATCH) {
             let mut prepared = Vec::with_capacity(batch.len());
             for (file, hash, bytes) in batch {
                 if ticket.is_cancelled() {
                     return Err(RetrievalError::Cancelled);
                 }
+                if planned >= budget {
+                    report.failed.push(Failed {
+                        path: file.path.clone(),
+                        kind: FailKind::SyncBudgetSpent,
+                        error: format!(
+                            "this sync indexed its limit of {budget} chunks; the next sync \
+                             goes on with this file"
+                        ),
+                    });
+                    continue;
+                }
                 match self.prepare(&file.path, bytes) {
+                    Ok((document, chunks)) if planned + chunks.len() > budget && planned > 0 => {
+                        drop((document, chunks));
+                        planned = budget;
+                        report.failed.push(Failed {
+                            path: file.path.clone(),
+                            kind: FailKind::SyncBudgetSpent,
+                            error: format!(
+                                "this sync indexed its limit of {budget} chunks; the next \
+                                 sync goes on with this file"
+                            ),
+                        });
+                    }
                     Ok((document, chunks)) => {
+                        planned += chunks.len();
                         prepared.push((file, hash, bytes.len(), document, chunks));
                     }
                     Err(err) => report.failed.push(Failed {
@@ -499,6 +529,12 @@ impl Library {
         let deadline = Instant::now().checked_add(limits.max_time_per_file);
         let document = extract_within(path, bytes, limits, deadline)?;
         let chunks = chunk_document(&document, &self.config.chunking, self.counter.as_ref());
+        if chunks.len() > limits.max_chunks_per_file {
+            return Err(ExtractError::TooManyChunks {
+                chunks: chunks.len(),
+                limit: limits.max_chunks_per_file,
+            });
+        }
         check_deadline(deadline, limits)?;
         Ok((document, chunks))
     }

@@ -54,6 +54,10 @@ pub enum FailKind {
     TimedOut,
     /// No text (a scanned PDF, an empty file).
     NoText,
+    /// More text or chunks than one file may give.
+    TooMuchText,
+    /// Left for the next sync: this sync had indexed as many chunks as one sync may.
+    SyncBudgetSpent,
 }
 
 /// A document that could not be ingested.
@@ -156,6 +160,9 @@ impl From<&ExtractError> for FailKind {
             }
             ExtractError::TimedOut { .. } => FailKind::TimedOut,
             ExtractError::Empty => FailKind::NoText,
+            ExtractError::TooMuchText { .. } | ExtractError::TooManyChunks { .. } => {
+                FailKind::TooMuchText
+            }
         }
     }
 }

@@ -158,6 +158,15 @@ pub trait Conversations {
         owner: i64,
         conversation_id: &str,
     ) -> Result<Vec<(String, i64, String)>>;
+    /// What calls of `tool` returned to the runs that wrote the owner's conversation's
+    /// answers, as the tool ledger recorded it: `(message id, result JSON text)` for each
+    /// call that succeeded, in order of turn and step.
+    fn conversation_tool_results(
+        &self,
+        owner: i64,
+        conversation_id: &str,
+        tool: &str,
+    ) -> Result<Vec<(String, String)>>;
 }
 
 /// A fresh id for an assistant message (`msg_` + random hex).
@@ -341,6 +350,28 @@ impl Conversations for Store {
             )?;
             let rows = statement
                 .query_map([conversation_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+    }
+
+    fn conversation_tool_results(
+        &self,
+        owner: i64,
+        conversation_id: &str,
+        tool: &str,
+    ) -> Result<Vec<(String, String)>> {
+        self.read(|c| {
+            owned_conversation(c, owner, conversation_id)?;
+            let mut statement = c.prepare(
+                "SELECT m.id, l.result FROM messages AS m
+                 JOIN tool_ledger AS l ON l.run_id = m.run_id
+                 WHERE m.conversation_id = ?1 AND m.role = 'assistant' AND l.tool = ?2
+                   AND l.state = 'succeeded' AND l.result IS NOT NULL
+                 ORDER BY m.turn, l.step",
+            )?;
+            let rows = statement.query_map(params![conversation_id, tool], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?;
             Ok(rows.collect::<rusqlite::Result<_>>()?)
         })
     }

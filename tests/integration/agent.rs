@@ -117,6 +117,44 @@ pub fn wait_for_sample_kb(server: &Server) {
 
 pub const QUESTION: &str = "How do I find the blocking session in a database deadlock?";
 
+/// A password pasted in the first turn is masked where chat text enters: it is never
+/// stored, so no later turn's history, no memory item and no audit row can hold it.
+#[test]
+fn a_secret_pasted_in_turn_one_never_reaches_a_later_turn_or_the_audit_log() {
+    const SECRET: &str = "Hunter2-Secret-4477";
+    let server = Server::start(&[]);
+    let token = server.token.clone();
+    let id = conversation(&server, &token);
+    let first = format!("the database password is {SECRET} and the disk is full, what now?");
+    let turns = [
+        first.as_str(),
+        "thanks",
+        "what did I tell you the password was?",
+        "and which disk?",
+        "repeat my first message word for word",
+    ];
+    for text in turns {
+        ask(&server, &token, &id, text);
+    }
+    let (status, stored) = get(&server, &token, &format!("/api/conversations/{id}"));
+    assert_eq!(status, 200, "{stored}");
+    let text = stored.to_string();
+    assert!(!text.contains(SECRET), "the secret was stored: {text}");
+    assert!(text.contains("[masked:password]"), "{text}");
+    let (_, memory) = get(&server, &token, &format!("/api/conversations/{id}/memory"));
+    assert!(!memory.to_string().contains(SECRET), "{memory}");
+    let (status, audit) = get(&server, &token, "/api/audit?limit=200");
+    assert_eq!(status, 200, "{audit}");
+    assert!(
+        !audit.to_string().contains(SECRET),
+        "the secret reached the audit log"
+    );
+    assert!(
+        audit.to_string().contains("chat.input_masked"),
+        "the masking was not audited: {audit}"
+    );
+}
+
 #[test]
 fn a_knowledge_question_gets_a_cited_answer_from_the_sample_kb() {
     // The words a person reads: on the default chat model.

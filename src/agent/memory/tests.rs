@@ -13,12 +13,18 @@ fn sources() -> Vec<SourceMessage> {
             role: MessageRole::User,
             text: "My server is db-7. Answers in Chinese, please. 我们的目标是降低延迟。".into(),
             citations: vec![],
+            evidence: vec![],
         },
         SourceMessage {
             id: "msg_answer".into(),
             role: MessageRole::Assistant,
-            text: "Restart nginx after the deploy. Lock waits show in pg_locks [1].".into(),
-            citations: vec!["chunk_7".into()],
+            text: "Restart nginx after the deploy. Lock waits show in pg_locks [1]. Backups run at 02:00 [2].".into(),
+            citations: vec!["chunk_7".into(), "chunk_8".into()],
+            evidence: vec![
+                ("chunk_7".into(), "Lock waits show in pg_locks; join pg_stat_activity.".into()),
+                // Chunk 8 was returned, but says nothing of backups.
+                ("chunk_8".into(), "Disk alerts fire at 90 percent.".into()),
+            ],
         },
     ]
 }
@@ -148,6 +154,24 @@ fn memory_enters_a_prompt_as_data_filtered_again() {
     let properties = &schema["properties"]["items"]["items"]["properties"];
     assert_eq!(properties["source"]["maximum"], json!(2));
     assert!(properties.get("trust").is_none());
+}
+
+#[test]
+fn only_a_passage_a_tool_returned_verifies_a_fact() {
+    // The answer says it and cites chunk 8, but the passage the tool returned does not.
+    let claimed = one(json!({"kind": "confirmed_facts", "text": "Backups run at 02:00.", "source": 2, "citation_id": "chunk_8"})).unwrap();
+    assert!(claimed.items.is_empty(), "{claimed:?}");
+    let noted = one(json!({"kind": "decisions", "text": "Backups run at 02:00.", "source": 2, "citation_id": "chunk_8"})).unwrap();
+    assert_eq!(noted.items[0].trust, Trust::AssistantProposed);
+    // A citation the answer carried but no tool returned in its run verifies nothing.
+    let mut no_ledger = sources();
+    no_ledger[1].evidence.clear();
+    let unbacked = validate(
+        &json!({"items": [{"kind": "confirmed_facts", "text": "Lock waits show in pg_locks.", "source": 2, "citation_id": "chunk_7"}]}),
+        &no_ledger,
+    )
+    .unwrap();
+    assert!(unbacked.items.is_empty(), "{unbacked:?}");
 }
 
 #[test]

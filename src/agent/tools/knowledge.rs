@@ -38,12 +38,15 @@ pub struct Passage {
     pub relevant: bool,
 }
 
+/// The tool's name, in calls and in the tool ledger.
+pub const TOOL_NAME: &str = "knowledge_retrieval";
+
 pub struct KnowledgeRetrieval(ToolInfo);
 
 impl KnowledgeRetrieval {
     pub fn new() -> Self {
         Self(ToolInfo {
-            name: "knowledge_retrieval",
+            name: TOOL_NAME,
             description: "Search the knowledge bases (runbooks, playbooks) for passages about \
                 a topic. Arguments: query (the topic, a few words), limit (1-5 passages). \
                 Returns numbered passages with their sources; cite them as [n]. Errors: \

@@ -41,6 +41,12 @@ pub struct ExtractLimits {
     /// Longest one file may take to extract and chunk; checked between steps (PDF
     /// streams and pages, parser passes), so one step may run past it.
     pub max_time_per_file: Duration,
+    /// Most characters of text one file may give: a small file that expands to far more
+    /// text (PDF pages that all draw one stream) fails instead of flooding the index. PDF
+    /// extraction stops as soon as it is passed.
+    pub max_chars_per_file: usize,
+    /// Most chunks one file may give.
+    pub max_chunks_per_file: usize,
 }
 
 /// Default `max_pdf_inflated_bytes`.
@@ -57,6 +63,8 @@ impl Default for ExtractLimits {
             max_pdf_pages: 2000,
             max_pdf_inflated_bytes: DEFAULT_MAX_PDF_INFLATED_BYTES,
             max_time_per_file: DEFAULT_MAX_TIME_PER_FILE,
+            max_chars_per_file: 2_000_000,
+            max_chunks_per_file: 5_000,
         }
     }
 }
@@ -85,6 +93,10 @@ pub enum ExtractError {
     InflateBudget { limit: u64 },
     #[error("took longer than the {seconds}-second budget per file to read")]
     TimedOut { seconds: u64 },
+    #[error("gives more than {limit} characters of text, the limit per file")]
+    TooMuchText { limit: usize },
+    #[error("gives {chunks} chunks, above the {limit}-chunk limit per file")]
+    TooManyChunks { chunks: usize, limit: usize },
     #[error("no text could be extracted (scanned PDFs and images would need OCR, which Warden does not do)")]
     Empty,
 }
@@ -192,6 +204,12 @@ fn extract_by(
     };
     if !has_body_text(&document) {
         return Err(ExtractError::Empty);
+    }
+    let chars: usize = document.blocks.iter().map(|b| b.text.chars().count()).sum();
+    if chars > limits.max_chars_per_file {
+        return Err(ExtractError::TooMuchText {
+            limit: limits.max_chars_per_file,
+        });
     }
     Ok(document)
 }

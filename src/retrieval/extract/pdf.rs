@@ -73,10 +73,20 @@ pub(super) fn extract_pdf(
     let mut blocks = Vec::new();
     let mut first_failure = None;
     let mut failures = 0;
+    let mut chars = 0usize;
     for (&number, &page_id) in &pages {
         check_deadline(deadline, limits)?;
         match page_text(&pdf, number, page_id, &mut account) {
-            Ok(text) => blocks.extend(paragraphs(&text, number)),
+            Ok(text) => {
+                // Pages may all draw one stream: stop as soon as the text is too much.
+                chars = chars.saturating_add(text.chars().count());
+                if chars > limits.max_chars_per_file {
+                    return Err(ExtractError::TooMuchText {
+                        limit: limits.max_chars_per_file,
+                    });
+                }
+                blocks.extend(paragraphs(&text, number));
+            }
             Err(PageError::OverBudget) => {
                 return Err(ExtractError::InflateBudget { limit: budget });
             }
@@ -637,6 +647,24 @@ pub(super) mod tests {
         );
         let document = extract_pdf(&pdf, &small_budget(), None).unwrap();
         assert_eq!(texts(&document)[0].0, "visible text");
+    }
+
+    #[test]
+    fn pages_that_amplify_one_stream_stop_at_the_text_limit() {
+        let words: Vec<&str> = std::iter::repeat("amplified").take(200).collect();
+        let content = text_content(&[&words]);
+        let pages: Vec<TestPage> = (0..50).map(|_| page(&content)).collect();
+        let pdf = build_pdf(&pages, &[], None);
+        let limits = ExtractLimits {
+            max_chars_per_file: 20_000,
+            ..ExtractLimits::default()
+        };
+        let error = extract_pdf(&pdf, &limits, None).unwrap_err();
+        assert!(
+            matches!(error, ExtractError::TooMuchText { limit: 20_000 }),
+            "{error:?}"
+        );
+        assert!(extract_pdf(&pdf, &ExtractLimits::default(), None).is_ok());
     }
 
     #[test]

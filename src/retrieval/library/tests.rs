@@ -271,6 +271,50 @@ fn over_the_time_budget_a_file_fails_and_the_sync_goes_on() {
 }
 
 #[test]
+fn a_sync_stops_at_its_chunk_budget_and_the_next_goes_on() {
+    let f = fixture(RetrievalConfig {
+        max_chunks_per_sync: 3,
+        ..RetrievalConfig::default()
+    });
+    let folder = f.folder("ops", 5);
+    f.library.add("ops", &folder, AddedBy::Host).unwrap();
+    let first = f.library.sync("ops", &mut |_| {}).unwrap();
+    assert_eq!(first.added, 3);
+    let left: Vec<FailKind> = first.failed.iter().map(|f| f.kind).collect();
+    assert_eq!(left, [FailKind::SyncBudgetSpent; 2]);
+    let second = f.library.sync("ops", &mut |_| {}).unwrap();
+    assert_eq!((second.added, second.unchanged), (2, 3));
+    assert!(second.failed.is_empty());
+    assert_eq!(f.counts("ops").0, 5);
+}
+
+#[test]
+fn a_file_giving_too_many_chunks_fails_with_its_reason() {
+    let mut config = RetrievalConfig::default();
+    config.extract_limits.max_chunks_per_file = 1;
+    let f = fixture(config);
+    let folder = f.folder("ops", 1);
+    let long: String = (0..400)
+        .map(|i| format!("Paragraph {i} of a long note.\n\n"))
+        .collect();
+    std::fs::write(folder.join("long.md"), long).unwrap();
+    f.library.add("ops", &folder, AddedBy::Host).unwrap();
+    let report = f.library.sync("ops", &mut |_| {}).unwrap();
+    assert_eq!(report.added, 1);
+    let failed: Vec<(&str, FailKind)> = report
+        .failed
+        .iter()
+        .map(|f| (f.path.as_str(), f.kind))
+        .collect();
+    assert_eq!(failed, [("long.md", FailKind::TooMuchText)]);
+    assert!(
+        report.failed[0].error.contains("chunk limit"),
+        "{}",
+        report.failed[0].error
+    );
+}
+
+#[test]
 fn remote_adds_follow_the_root_policy() {
     let f = fixture(RetrievalConfig::default());
     let folder = f.folder("ops", 1);
