@@ -250,6 +250,9 @@ enum Check {
     SecretLooking,
     /// The value is not already a placeholder.
     NotMasked,
+    /// Not a placeholder, and not a plain word: 6+ characters holding a digit or a symbol
+    /// ("the password is Hunter2-x", not "the password is expired").
+    CredentialLooking,
 }
 
 struct MaskRule {
@@ -302,6 +305,13 @@ fn passes(check: Check, text: &str, start: usize, end: usize) -> bool {
                 && standalone(text, start, end)
         }
         Check::NotMasked => !value.starts_with("[masked:"),
+        Check::CredentialLooking => {
+            // Sentence punctuation after a plain word does not make it a credential.
+            let word = value.trim_end_matches(['.', ',', ';', ':', '!', '?', ')']);
+            !value.starts_with("[masked:")
+                && value.chars().count() >= 6
+                && word.chars().any(|c| !c.is_alphabetic())
+        }
     }
 }
 
@@ -411,6 +421,14 @@ static MASK_RULES: LazyLock<Vec<MaskRule>> = LazyLock::new(|| {
             ),
             AfterKey,
             NotMasked,
+        ),
+        rule(
+            Password,
+            &format!(
+                r"(?i)(\b(?:password|passwd|passphrase|pwd)\b)([ \t]+(?:is|was)[ \t]+){PASSWORD_VALUE}"
+            ),
+            AfterKey,
+            CredentialLooking,
         ),
         rule(
             Password,

@@ -157,6 +157,9 @@ fn a_task_started_over_http_streams_its_nodes_and_stores_its_report() {
             "1",
             "--sse-heartbeat-seconds",
             "1",
+            // Five tasks queue on purpose (the default allows two in progress per user).
+            "--max-diagnostics-per-user",
+            "5",
         ],
     );
     let body = json!({"incident_id": "incident_orders"});
@@ -271,7 +274,13 @@ fn a_killed_server_resumes_a_diagnostic_without_repeating_a_tool_call() {
     let token = create_token(data.path(), crate::util::ADMIN);
     add_incident(data.path());
     let source = pack("07-gateway-accounts-502");
-    let flags = ["--diagnostics-source", source.as_str()];
+    // Three tasks at once on purpose (the default allows two in progress per user).
+    let flags = [
+        "--diagnostics-source",
+        source.as_str(),
+        "--max-diagnostics-per-user",
+        "3",
+    ];
     let port = crate::util::free_port();
     let mut server = Server::start_in(data.path(), &token, port, &flags);
     let mut tasks = Vec::new();

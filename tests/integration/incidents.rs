@@ -131,7 +131,8 @@ fn alerts_become_incidents_that_every_user_can_read() {
     let (status, _) = get_as(&server, &viewer, "/api/incidents/incident_missing");
     assert_eq!(status, 404);
 
-    // Webhook calls are audited, refused ones included.
+    // Webhook calls are audited, refused ones included: the refusals (all for a missing or
+    // wrong token) as one row a minute, so a flood cannot fill the audit log.
     let (status, audit) = get_as(&server, &server.token, "/api/audit?limit=100");
     assert_eq!(status, 200, "{audit}");
     let outcomes: Vec<&str> = audit["entries"]
@@ -143,7 +144,7 @@ fn alerts_become_incidents_that_every_user_can_read() {
         .collect();
     assert_eq!(
         outcomes.iter().filter(|o| **o == "denied").count(),
-        4,
+        1,
         "{outcomes:?}"
     );
     assert_eq!(
