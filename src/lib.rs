@@ -46,6 +46,7 @@ pub mod http;
 pub mod knowledge;
 pub mod metrics;
 pub mod model_files;
+pub mod policy;
 pub mod public_text;
 pub mod retrieval;
 pub mod runs;

@@ -334,6 +334,21 @@ impl TurnHandler for Agent {
         }
         core.sink
             .emit(RunEvent::RouteDecided(public_route(&route, policy.mode)))?;
+        // An action the caller's role may not take through chat is refused here, in the
+        // words of the same policy table the HTTP routes and the confirm API consult.
+        if let Some(capability) = capability_of(route.intent) {
+            let channel = crate::policy::Channel::ChatTool;
+            if !crate::policy::allows(input.owner_role, capability, channel) {
+                let text = localized(
+                    core.language,
+                    [
+                        "Your role may not do this: starting a diagnostic needs the operator or admin role. Ask an operator to start it.",
+                        "你的角色不能执行此操作：启动诊断需要 operator 或 admin 角色。请联系运维人员启动。",
+                    ],
+                );
+                return Ok(core.done(OutcomeKind::Refused, text.to_owned(), Vec::new(), ""));
+            }
+        }
         let catalog = match Catalog::compile(
             &self.registry,
             &policy.allowed_tools,
@@ -575,6 +590,15 @@ impl Agent {
         if let Err(err) = self.store.record(&entry, now_secs()) {
             tracing::error!("cannot audit a masked input: {err}");
         }
+    }
+}
+
+/// The capability an intent's action needs, for those that propose one.
+fn capability_of(intent: Intent) -> Option<crate::policy::Capability> {
+    match intent {
+        Intent::DiagnosticStart => Some(crate::policy::Capability::StartDiagnostic),
+        Intent::RecoveryRequest => Some(crate::policy::Capability::RequestRecovery),
+        _ => None,
     }
 }
 

@@ -396,6 +396,26 @@ fn direct_reads_need_no_model_and_hide_other_users_reports() {
 }
 
 #[test]
+fn a_viewer_cannot_start_a_diagnostic_through_chat() {
+    let f = fixture();
+    let model = ScriptedModel::new(&[]);
+    let (outcome, events) = turn(&f, model.clone(), vec![], "diagnose incident_1");
+    let TurnOutcome::Done(OutcomeKind::Refused, answer) = outcome else {
+        panic!("not refused: {outcome:?}");
+    };
+    assert!(answer.text.contains("operator or admin"), "{}", answer.text);
+    assert!(
+        !types(&events).contains(&"tool.started"),
+        "a tool was called: {:?}",
+        types(&events)
+    );
+    assert!(!events
+        .iter()
+        .any(|e| matches!(e, RunEvent::ConfirmationRequired(_))));
+    assert_eq!(model.calls(), 0);
+}
+
+#[test]
 fn recovery_requests_only_create_a_pending_action_whatever_the_text_says() {
     let f = fixture();
     let model = ScriptedModel::new(&[]);

@@ -14,14 +14,15 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::auth::{Caller, Permission, RefusalAudited};
+use super::auth::{Caller, RefusalAudited};
 use super::error::ApiError;
 use super::incidents::audit;
 use super::json::{ApiJson, ApiPath};
 use super::{blocking, AppState};
+use crate::policy::{allows, Capability, Channel};
 use crate::runs::now_secs;
 use crate::store::{
-    ActionDecision, Actions, AuditOutcome, Decision, PendingAction, Role, StoreError,
+    ActionDecision, Actions, AuditOutcome, Decision, PendingAction, StoreError,
     MAX_IDEMPOTENCY_KEY_CHARS,
 };
 
@@ -43,17 +44,12 @@ struct DecisionRequest {
     parameters_hash: String,
 }
 
-/// Whether a role may approve a recovery request.
-pub fn may_approve_recovery(role: Role) -> bool {
-    matches!(role, Role::Admin | Role::Operator)
-}
-
 async fn read(
     State(state): State<AppState>,
     caller: Caller,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Response, ApiError> {
-    caller.require(Permission::Chat)?;
+    caller.require(Capability::Chat)?;
     let store = state.store.clone();
     let owner = caller.user.id;
     let action = blocking(move || Ok(store.pending_action(owner, &id)?)).await?;
@@ -88,16 +84,20 @@ async fn decide(
     request: DecisionRequest,
     decision: Decision,
 ) -> Result<Response, ApiError> {
-    caller.require(Permission::Chat)?;
+    caller.require(Capability::Chat)?;
     let key = idempotency_key(headers)?;
     let store = state.store.clone();
     let owner = caller.user.id;
-    let actor_can_recover = may_approve_recovery(caller.user.role);
+    // What confirming may do is the policy table's answer for the confirm channel.
+    let role = caller.user.role;
+    let actor_can_recover = allows(role, Capability::ApproveRecovery, Channel::Confirm);
+    let actor_can_start_diagnostic = allows(role, Capability::StartDiagnostic, Channel::Confirm);
     let action_id = id.clone();
     let decided = blocking(move || {
         let decision = ActionDecision {
             owner_id: owner,
             actor_can_recover,
+            actor_can_start_diagnostic,
             action_id: &action_id,
             decision,
             idempotency_key: &key,

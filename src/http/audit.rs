@@ -9,10 +9,11 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde::Deserialize;
 
-use super::auth::{Caller, Permission};
+use super::auth::Caller;
 use super::error::ApiError;
 use super::json::ApiQuery;
 use super::{blocking, AppState};
+use crate::policy::Capability;
 use crate::store::{Audit, AuditFilter, MAX_AUDIT_ROWS_PER_READ};
 
 /// Longest `actor` or `action` filter.
@@ -38,7 +39,7 @@ async fn tail(
     caller: Caller,
     ApiQuery(query): ApiQuery<TailQuery>,
 ) -> Result<Response, ApiError> {
-    caller.require(Permission::ReadAudit)?;
+    caller.require(Capability::ReadAudit)?;
     let limit = query.limit.unwrap_or(100);
     if limit == 0 || limit > MAX_AUDIT_ROWS_PER_READ {
         return Err(ApiError::invalid(

@@ -2,7 +2,7 @@
 //! static files: a browser session cookie or `Authorization: Bearer <API token>` becomes a
 //! `Caller`; state-changing requests are refused when they come from another site
 //! (`Origin`, `Sec-Fetch-Site`) and, for cookie sessions, when their `X-CSRF-Token` does not
-//! match the session's. Roles map to permissions here and nowhere else.
+//! match the session's. What each role may do is `crate::policy`'s table, asked through `Caller::require`.
 
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::header::{AUTHORIZATION, COOKIE, HOST, ORIGIN};
@@ -13,8 +13,9 @@ use axum::response::Response;
 
 use super::error::ApiError;
 use super::{blocking, AppState};
+use crate::policy::{allows, Capability, Channel};
 use crate::runs::now_secs;
-use crate::store::{secret_matches_hash, Accounts, AuditOutcome, Role, User};
+use crate::store::{secret_matches_hash, Accounts, AuditOutcome, User};
 
 /// The HttpOnly cookie holding the session id.
 pub const SESSION_COOKIE: &str = "warden_session";
@@ -42,44 +43,11 @@ pub enum Credential {
     ApiToken,
 }
 
-/// What a role may do. Owner scoping (a user sees only their own conversations and runs)
-/// is separate and applies to every role.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Permission {
-    /// Chat, OpenAI-compatible inference, own conversations and runs.
-    Chat,
-    /// List and search knowledge bases.
-    ReadKnowledge,
-    /// Re-sync a knowledge base from its folder.
-    SyncKnowledge,
-    /// Add and remove knowledge bases.
-    ManageKnowledge,
-    /// Read the audit log.
-    ReadAudit,
-    /// Create, change and disable users, manage groups, and see anyone's API tokens.
-    ManageUsers,
-    /// Start a diagnostic task on an incident.
-    Diagnose,
-}
-
-impl Permission {
-    pub fn allowed_for(self, role: Role) -> bool {
-        match self {
-            Permission::Chat | Permission::ReadKnowledge => true,
-            Permission::SyncKnowledge | Permission::Diagnose => {
-                matches!(role, Role::Admin | Role::Operator)
-            }
-            Permission::ManageKnowledge | Permission::ReadAudit | Permission::ManageUsers => {
-                role == Role::Admin
-            }
-        }
-    }
-}
-
 impl Caller {
-    /// `Forbidden` unless the caller's role has `permission`.
-    pub fn require(&self, permission: Permission) -> Result<(), ApiError> {
-        if permission.allowed_for(self.user.role) {
+    /// `Forbidden` unless the caller's role may exercise `capability` over HTTP (the one
+    /// table in `crate::policy`; owner scoping is separate and applies to every role).
+    pub fn require(&self, capability: Capability) -> Result<(), ApiError> {
+        if allows(self.user.role, capability, Channel::Http) {
             Ok(())
         } else {
             Err(ApiError::Forbidden(format!(
@@ -279,40 +247,6 @@ mod tests {
         assert_eq!(
             cookie(&headers(&[("cookie", "warden_session=")]), SESSION_COOKIE),
             None
-        );
-    }
-
-    #[test]
-    fn roles_map_to_permissions() {
-        use Permission::*;
-        let allowed = |role| {
-            [
-                Chat,
-                ReadKnowledge,
-                SyncKnowledge,
-                ManageKnowledge,
-                ReadAudit,
-                ManageUsers,
-            ]
-            .into_iter()
-            .filter(|p| p.allowed_for(role))
-            .collect::<Vec<_>>()
-        };
-        assert_eq!(allowed(Role::Viewer), [Chat, ReadKnowledge]);
-        assert_eq!(
-            allowed(Role::Operator),
-            [Chat, ReadKnowledge, SyncKnowledge]
-        );
-        assert_eq!(
-            allowed(Role::Admin),
-            [
-                Chat,
-                ReadKnowledge,
-                SyncKnowledge,
-                ManageKnowledge,
-                ReadAudit,
-                ManageUsers
-            ]
         );
     }
 }

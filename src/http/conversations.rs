@@ -12,11 +12,12 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::auth::{Caller, Permission};
+use super::auth::Caller;
 use super::error::ApiError;
 use super::json::{ApiJson, ApiPath, ApiQuery};
 use super::session::audit;
 use super::{blocking, AppState};
+use crate::policy::Capability;
 use crate::runs::now_secs;
 use crate::store::{
     AuditOutcome, Conversation, ConversationCursor, Conversations, Message,
@@ -56,7 +57,7 @@ async fn create(
     caller: Caller,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    caller.require(Permission::Chat)?;
+    caller.require(Capability::Chat)?;
     let body = body.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::PayloadTooLarge
@@ -101,7 +102,7 @@ async fn list(
     caller: Caller,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Response, ApiError> {
-    caller.require(Permission::Chat)?;
+    caller.require(Capability::Chat)?;
     let limit = query.limit.unwrap_or(DEFAULT_PAGE);
     if limit == 0 || limit > MAX_CONVERSATIONS_PER_PAGE {
         return Err(ApiError::invalid(
@@ -128,7 +129,7 @@ async fn read(
     caller: Caller,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Response, ApiError> {
-    caller.require(Permission::Chat)?;
+    caller.require(Capability::Chat)?;
     let store = state.store.clone();
     let owner = caller.user.id;
     let (conversation, messages, citations) = blocking(move || {
@@ -162,7 +163,7 @@ async fn post_message(
     ApiPath(id): ApiPath<String>,
     ApiJson(request): ApiJson<MessageRequest>,
 ) -> Result<Response, ApiError> {
-    caller.require(Permission::Chat)?;
+    caller.require(Capability::Chat)?;
     let content = request.content;
     if content.trim().is_empty() {
         return Err(ApiError::invalid("content", "the message is empty"));

@@ -12,12 +12,13 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::auth::{Caller, Permission};
+use super::auth::Caller;
 use super::error::ApiError;
 use super::incidents::audit;
 use super::json::{ApiJson, ApiPath, ApiQuery};
 use super::{blocking, AppState};
 use crate::diagnostics::GRAPH_VERSION;
+use crate::policy::Capability;
 use crate::runs::now_secs;
 use crate::store::{
     is_incident_id, AuditOutcome, DiagnosticTask, DiagnosticTasks, Incidents, StoreError,
@@ -69,7 +70,7 @@ async fn start(
     caller: Caller,
     ApiJson(request): ApiJson<StartRequest>,
 ) -> Result<Response, ApiError> {
-    caller.require(Permission::Diagnose)?;
+    caller.require(Capability::StartDiagnostic)?;
     if !is_incident_id(&request.incident_id) {
         return Err(ApiError::invalid(
             "incident_id",
@@ -125,7 +126,7 @@ async fn list(
     caller: Caller,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Response, ApiError> {
-    caller.require(Permission::Chat)?;
+    caller.require(Capability::Chat)?;
     let limit = query
         .limit
         .unwrap_or(50)
@@ -142,7 +143,7 @@ async fn read(
     caller: Caller,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Response, ApiError> {
-    caller.require(Permission::Chat)?;
+    caller.require(Capability::Chat)?;
     let store = state.store.clone();
     let owner = caller.user.id;
     let task = blocking(move || Ok(store.diagnostic_task(owner, &id)?)).await?;

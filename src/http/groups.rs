@@ -11,11 +11,12 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::auth::{Caller, Permission};
+use super::auth::Caller;
 use super::error::ApiError;
 use super::json::{ApiJson, ApiPath};
 use super::session::audit;
 use super::{blocking, AppState};
+use crate::policy::Capability;
 use crate::runs::now_secs;
 use crate::store::{AccessControl, AuditOutcome};
 
@@ -32,7 +33,7 @@ struct CreateGroup {
 }
 
 async fn list(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
-    caller.require(Permission::ManageUsers)?;
+    caller.require(Capability::ManageUsers)?;
     let store = state.store.clone();
     let groups = blocking(move || Ok(store.groups()?)).await?;
     Ok(Json(json!({ "groups": groups })).into_response())
@@ -43,7 +44,7 @@ async fn create(
     caller: Caller,
     ApiJson(request): ApiJson<CreateGroup>,
 ) -> Result<Response, ApiError> {
-    caller.require(Permission::ManageUsers)?;
+    caller.require(Capability::ManageUsers)?;
     let store = state.store.clone();
     let group = blocking(move || Ok(store.create_group(&request.name, now_secs())?)).await?;
     audit(
@@ -62,7 +63,7 @@ async fn remove(
     caller: Caller,
     ApiPath(name): ApiPath<String>,
 ) -> Result<Response, ApiError> {
-    caller.require(Permission::ManageUsers)?;
+    caller.require(Capability::ManageUsers)?;
     let store = state.store.clone();
     let removed = name.clone();
     blocking(move || Ok(store.remove_group(&removed)?)).await?;

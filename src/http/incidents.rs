@@ -16,10 +16,11 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::auth::{Caller, Permission};
+use super::auth::Caller;
 use super::error::ApiError;
 use super::json::{ApiPath, ApiQuery};
 use super::{blocking, AppState};
+use crate::policy::Capability;
 use crate::runs::now_secs;
 use crate::store::{
     secret_hash, secret_matches_hash, AlertStatus, AlertUpdate, Audit, AuditEntry, AuditOutcome,
@@ -252,7 +253,7 @@ async fn list(
     caller: Caller,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Response, ApiError> {
-    caller.require(Permission::Chat)?;
+    caller.require(Capability::Chat)?;
     let status = match query.status.as_deref() {
         None | Some("") => None,
         Some(text) => Some(
@@ -277,7 +278,7 @@ async fn read(
     caller: Caller,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Response, ApiError> {
-    caller.require(Permission::Chat)?;
+    caller.require(Capability::Chat)?;
     let store = state.store.clone();
     let incident = blocking(move || Ok(store.incident(&id)?)).await?;
     Ok(Json(incident).into_response())

@@ -319,6 +319,71 @@ async fn the_webhook_needs_its_token_and_is_off_without_one() {
     assert_eq!(f.audit_outcomes("alert.receive"), [AuditOutcome::Denied; 2]);
 }
 
+/// One policy table decides on every channel: the HTTP route that starts a diagnostic,
+/// the chat tool that proposes one, and the confirm API that sets one going agree for
+/// every role (a viewer could once start one through chat though the route said 403).
+#[tokio::test]
+async fn the_policy_table_decides_starting_a_diagnostic_on_every_channel() {
+    use crate::agent::tools::{Catalog, Registry};
+    use crate::policy::{allows, Capability, Channel};
+    let f = fixture();
+    let app = f.app(AlertWebhook::default());
+    for (role, (owner, token)) in [(Role::Operator, &f.operator), (Role::Viewer, &f.viewer)] {
+        let auth = bearer(token);
+        let expect = |channel| {
+            if allows(role, Capability::StartDiagnostic, channel) {
+                StatusCode::ACCEPTED
+            } else {
+                StatusCode::FORBIDDEN
+            }
+        };
+        // HTTP.
+        let (status, body, _) = send(
+            &app,
+            Method::POST,
+            "/api/diagnostics",
+            &[("authorization", auth.as_str())],
+            Some(json!({"incident_id": INCIDENT})),
+        )
+        .await;
+        assert_eq!(status, expect(Channel::Http), "{role:?} over HTTP: {body}");
+        // The chat tool is in the role's catalogue exactly when the table allows it.
+        let catalog = Catalog::compile(&Registry::default(), &["create_diagnostic"], &[], role)
+            .expect("catalogue");
+        assert_eq!(
+            catalog.get("create_diagnostic").is_some(),
+            allows(role, Capability::StartDiagnostic, Channel::ChatTool),
+            "{role:?} in chat"
+        );
+        // Confirming an action proposed in chat.
+        let action = f.propose(
+            *owner,
+            PendingActionKind::DiagnosticStart,
+            json!({"incident_id": INCIDENT}),
+        );
+        let (status, body, _) = send(
+            &app,
+            Method::POST,
+            &format!("/api/actions/{}/confirm", action.id),
+            &[("authorization", auth.as_str()), ("idempotency-key", "m1")],
+            Some(json!({"parameters_hash": action.parameters_hash})),
+        )
+        .await;
+        let want = match expect(Channel::Confirm) {
+            StatusCode::ACCEPTED => StatusCode::OK,
+            other => other,
+        };
+        assert_eq!(status, want, "{role:?} confirming: {body}");
+    }
+    // The viewer's refusals left nothing behind: no task, and the action still pending.
+    assert!(f
+        .store
+        .diagnostic_tasks(f.viewer.0, 100)
+        .expect("tasks")
+        .iter()
+        .all(|task| task.id == TASK));
+}
+
 /// A flood of posts without the token writes one audit row a minute, not one per post (the
 /// next row says how many went unwritten: `refusal_audit`'s tests).
 #[tokio::test]
@@ -495,11 +560,11 @@ async fn confirming_a_diagnostic_start_is_idempotent_and_bound_to_its_parameters
     let f = fixture();
     let app = f.app(AlertWebhook::default());
     let action = f.propose(
-        f.viewer.0,
+        f.operator.0,
         PendingActionKind::DiagnosticStart,
         json!({"incident_id": INCIDENT}),
     );
-    let viewer = bearer(&f.viewer.1);
+    let owner = bearer(&f.operator.1);
     let path = format!("/api/actions/{}/confirm", action.id);
     let body = json!({"parameters_hash": action.parameters_hash});
 
@@ -507,7 +572,7 @@ async fn confirming_a_diagnostic_start_is_idempotent_and_bound_to_its_parameters
         &app,
         Method::GET,
         &format!("/api/actions/{}", action.id),
-        &[("authorization", viewer.as_str())],
+        &[("authorization", owner.as_str())],
         None,
     )
     .await;
@@ -522,7 +587,7 @@ async fn confirming_a_diagnostic_start_is_idempotent_and_bound_to_its_parameters
         &app,
         Method::POST,
         &path,
-        &[("authorization", viewer.as_str())],
+        &[("authorization", owner.as_str())],
         Some(body.clone()),
     )
     .await;
@@ -534,7 +599,7 @@ async fn confirming_a_diagnostic_start_is_idempotent_and_bound_to_its_parameters
         Method::POST,
         &path,
         &[
-            ("authorization", viewer.as_str()),
+            ("authorization", owner.as_str()),
             ("idempotency-key", long_key.as_str()),
         ],
         Some(body.clone()),
@@ -545,10 +610,7 @@ async fn confirming_a_diagnostic_start_is_idempotent_and_bound_to_its_parameters
         &app,
         Method::POST,
         &path,
-        &[
-            ("authorization", viewer.as_str()),
-            ("idempotency-key", "k0"),
-        ],
+        &[("authorization", owner.as_str()), ("idempotency-key", "k0")],
         Some(json!({})),
     )
     .await;
@@ -558,10 +620,7 @@ async fn confirming_a_diagnostic_start_is_idempotent_and_bound_to_its_parameters
         &app,
         Method::POST,
         &path,
-        &[
-            ("authorization", viewer.as_str()),
-            ("idempotency-key", "k0"),
-        ],
+        &[("authorization", owner.as_str()), ("idempotency-key", "k0")],
         Some(wrong),
     )
     .await;
@@ -570,10 +629,7 @@ async fn confirming_a_diagnostic_start_is_idempotent_and_bound_to_its_parameters
         (StatusCode::UNPROCESSABLE_ENTITY, &json!("mismatch"))
     );
 
-    let headers = [
-        ("authorization", viewer.as_str()),
-        ("idempotency-key", "k1"),
-    ];
+    let headers = [("authorization", owner.as_str()), ("idempotency-key", "k1")];
     let (status, first, first_headers) =
         send(&app, Method::POST, &path, &headers, Some(body.clone())).await;
     assert_eq!(status, StatusCode::OK, "{first}");
@@ -582,7 +638,10 @@ async fn confirming_a_diagnostic_start_is_idempotent_and_bound_to_its_parameters
     let task_id = first["action"]["result"]["diagnostic_task_id"]
         .as_str()
         .expect("task id");
-    let task = f.store.diagnostic_task(f.viewer.0, task_id).expect("task");
+    let task = f
+        .store
+        .diagnostic_task(f.operator.0, task_id)
+        .expect("task");
     assert_eq!(task.status, DiagnosticStatus::Queued);
 
     let (status, again, again_headers) =
@@ -599,10 +658,7 @@ async fn confirming_a_diagnostic_start_is_idempotent_and_bound_to_its_parameters
         &app,
         Method::POST,
         &path,
-        &[
-            ("authorization", viewer.as_str()),
-            ("idempotency-key", "k2"),
-        ],
+        &[("authorization", owner.as_str()), ("idempotency-key", "k2")],
         Some(body.clone()),
     )
     .await;
@@ -615,12 +671,12 @@ async fn confirming_a_diagnostic_start_is_idempotent_and_bound_to_its_parameters
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
 
     // Another user's action is not found, for reading and for deciding.
-    let operator = bearer(&f.operator.1);
+    let stranger = bearer(&f.viewer.1);
     let (status, _, _) = send(
         &app,
         Method::GET,
         &format!("/api/actions/{}", action.id),
-        &[("authorization", operator.as_str())],
+        &[("authorization", stranger.as_str())],
         None,
     )
     .await;
@@ -630,7 +686,7 @@ async fn confirming_a_diagnostic_start_is_idempotent_and_bound_to_its_parameters
         Method::POST,
         &path,
         &[
-            ("authorization", operator.as_str()),
+            ("authorization", stranger.as_str()),
             ("idempotency-key", "k9"),
         ],
         Some(body),

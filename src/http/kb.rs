@@ -15,12 +15,13 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::auth::{Caller, Permission};
+use super::auth::Caller;
 use super::error::ApiError;
 use super::json::{ApiJson, ApiPath, ApiQuery};
 use super::kb_access::{public_kb, Readable};
 use super::session::audit;
 use super::{blocking, kb_sync, AppState};
+use crate::policy::Capability;
 use crate::retrieval::{AddedBy, Library, SearchMode};
 use crate::store::{AccessControl, AuditOutcome, KbCatalog, Reader, MAX_READERS};
 
@@ -87,7 +88,7 @@ pub(super) fn library(state: &AppState) -> Result<Arc<Library>, ApiError> {
 }
 
 async fn list(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
-    caller.require(Permission::ReadKnowledge)?;
+    caller.require(Capability::ReadKnowledge)?;
     let library = library(&state)?;
     let readable = Readable::of(&state, &caller).await?;
     let kbs = blocking(move || Ok(library.list()?)).await?;
@@ -105,7 +106,7 @@ async fn add(
     caller: Caller,
     ApiJson(request): ApiJson<AddRequest>,
 ) -> Result<Response, ApiError> {
-    caller.require(Permission::ManageKnowledge)?;
+    caller.require(Capability::ManageKnowledge)?;
     let library = library(&state)?;
     let readers = parse_readers(&request.readers)?;
     let store = state.store.clone();
@@ -142,7 +143,7 @@ async fn set_readers(
     ApiPath(name): ApiPath<String>,
     ApiJson(request): ApiJson<ReadersRequest>,
 ) -> Result<Response, ApiError> {
-    caller.require(Permission::ManageKnowledge)?;
+    caller.require(Capability::ManageKnowledge)?;
     let readers = parse_readers(&request.readers)?;
     let store = state.store.clone();
     let kb = name.clone();
@@ -164,7 +165,7 @@ async fn passage(
     caller: Caller,
     ApiPath(chunk_id): ApiPath<u64>,
 ) -> Result<Response, ApiError> {
-    caller.require(Permission::ReadKnowledge)?;
+    caller.require(Capability::ReadKnowledge)?;
     let readable = Readable::of(&state, &caller).await?;
     let store = state.store.clone();
     let chunks = blocking(move || Ok(store.chunks_around(chunk_id, PASSAGE_CONTEXT)?)).await?;
@@ -201,7 +202,7 @@ async fn remove(
     caller: Caller,
     ApiPath(name): ApiPath<String>,
 ) -> Result<Response, ApiError> {
-    caller.require(Permission::ManageKnowledge)?;
+    caller.require(Capability::ManageKnowledge)?;
     let library = library(&state)?;
     let removed = name.clone();
     blocking(move || Ok(library.remove(&removed)?)).await?;
@@ -221,7 +222,7 @@ async fn search(
     caller: Caller,
     ApiQuery(params): ApiQuery<SearchParams>,
 ) -> Result<Response, ApiError> {
-    caller.require(Permission::ReadKnowledge)?;
+    caller.require(Capability::ReadKnowledge)?;
     let library = library(&state)?;
     let limit = params.limit.unwrap_or(10);
     if limit == 0 || limit > MAX_SEARCH_LIMIT {

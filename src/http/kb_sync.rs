@@ -19,12 +19,13 @@ use axum::Json;
 use futures_util::Stream;
 use serde_json::{json, Value};
 
-use super::auth::{Caller, Permission};
+use super::auth::Caller;
 use super::error::ApiError;
 use super::json::ApiPath;
 use super::kb::library;
 use super::kb_access::readable_kb;
 use super::{blocking, AppState};
+use crate::policy::Capability;
 use crate::retrieval::{Progress, RetrievalError, SyncCanceller, SyncReport};
 use crate::runs::now_secs;
 use crate::store::{Audit, AuditEntry, AuditOutcome, Role, Store};
@@ -42,7 +43,7 @@ pub(super) async fn sync(
     caller: Caller,
     ApiPath(name): ApiPath<String>,
 ) -> Result<Response, ApiError> {
-    caller.require(Permission::SyncKnowledge)?;
+    caller.require(Capability::SyncKnowledge)?;
     let library = library(&state)?;
     readable_kb(&state, &caller, &name).await?;
     let ticket = library.begin_sync(&name)?;
@@ -89,7 +90,7 @@ pub(super) async fn cancel(
     caller: Caller,
     ApiPath(name): ApiPath<String>,
 ) -> Result<Response, ApiError> {
-    caller.require(Permission::SyncKnowledge)?;
+    caller.require(Capability::SyncKnowledge)?;
     let library = library(&state)?;
     readable_kb(&state, &caller, &name).await?;
     if !library.cancel_sync(&name) {

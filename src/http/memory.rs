@@ -11,11 +11,12 @@ use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use serde_json::json;
 
-use super::auth::{Caller, Permission};
+use super::auth::Caller;
 use super::error::ApiError;
 use super::json::ApiPath;
 use super::session::audit;
 use super::{blocking, AppState};
+use crate::policy::Capability;
 use crate::runs::now_secs;
 use crate::store::{AuditOutcome, CompactionJob, CompactionJobs, ConversationMemory, Memory};
 
@@ -34,7 +35,7 @@ async fn read(
     caller: Caller,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Response, ApiError> {
-    caller.require(Permission::Chat)?;
+    caller.require(Capability::Chat)?;
     let (store, owner) = (state.store.clone(), caller.user.id);
     let (memory, job) = blocking(move || {
         let memory = store.memory(owner, &id)?;
@@ -49,7 +50,7 @@ async fn remove(
     caller: Caller,
     ApiPath((id, item)): ApiPath<(String, String)>,
 ) -> Result<Response, ApiError> {
-    caller.require(Permission::Chat)?;
+    caller.require(Capability::Chat)?;
     let (store, owner, target) = (state.store.clone(), caller.user.id, item.clone());
     blocking(move || Ok(store.delete_memory_item(owner, &id, &item, now_secs())?)).await?;
     audit(
@@ -68,7 +69,7 @@ async fn confirm(
     caller: Caller,
     ApiPath((id, item)): ApiPath<(String, String)>,
 ) -> Result<Response, ApiError> {
-    caller.require(Permission::Chat)?;
+    caller.require(Capability::Chat)?;
     let (store, owner, target) = (state.store.clone(), caller.user.id, item.clone());
     let confirmed =
         blocking(move || Ok(store.confirm_memory_item(owner, &id, &item, now_secs())?)).await?;

@@ -16,11 +16,12 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::auth::{Caller, Permission};
+use super::auth::Caller;
 use super::error::ApiError;
 use super::json::{ApiPath, ApiQuery};
 use super::session::audit;
 use super::{blocking, shutting_down, AppState};
+use crate::policy::Capability;
 use crate::runs::events::is_terminal;
 use crate::runs::Subscription;
 use crate::store::{AuditOutcome, Event, Run, Runs, Store};
@@ -48,7 +49,7 @@ async fn read(
     caller: Caller,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Response, ApiError> {
-    caller.require(Permission::Chat)?;
+    caller.require(Capability::Chat)?;
     let store = state.store.clone();
     let owner = caller.user.id;
     let run = blocking(move || Ok(store.run(owner, &id)?)).await?;
@@ -60,7 +61,7 @@ async fn cancel(
     caller: Caller,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Response, ApiError> {
-    caller.require(Permission::Chat)?;
+    caller.require(Capability::Chat)?;
     let runs = state.runs.clone();
     let owner = caller.user.id;
     let run = blocking(move || Ok(runs.cancel(owner, &id)?)).await?;
@@ -82,7 +83,7 @@ async fn events(
     ApiQuery(query): ApiQuery<EventsQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    caller.require(Permission::Chat)?;
+    caller.require(Capability::Chat)?;
     let after = resume_point(&headers, query.after)?;
     let owner = caller.user.id;
     let store = state.store.clone();

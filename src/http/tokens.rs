@@ -12,11 +12,12 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::auth::{Caller, Permission};
+use super::auth::Caller;
 use super::error::ApiError;
 use super::json::{ApiJson, ApiPath, ApiQuery};
 use super::session::audit_with_detail;
 use super::{blocking, AppState};
+use crate::policy::Capability;
 use crate::runs::now_secs;
 use crate::store::{Accounts, ApiToken, AuditOutcome};
 
@@ -43,7 +44,7 @@ struct CreateToken {
 fn owner(caller: &Caller, named: Option<String>) -> Result<String, ApiError> {
     match named {
         Some(name) if name != caller.user.name => {
-            caller.require(Permission::ManageUsers)?;
+            caller.require(Capability::ManageUsers)?;
             Ok(name)
         }
         _ => Ok(caller.user.name.clone()),
@@ -55,7 +56,7 @@ async fn list(
     caller: Caller,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Response, ApiError> {
-    caller.require(Permission::Chat)?;
+    caller.require(Capability::Chat)?;
     let user = owner(&caller, query.user)?;
     let store = state.store.clone();
     let tokens = blocking(move || Ok(store.tokens(&user)?)).await?;
@@ -68,7 +69,7 @@ async fn create(
     caller: Caller,
     ApiJson(request): ApiJson<CreateToken>,
 ) -> Result<Response, ApiError> {
-    caller.require(Permission::Chat)?;
+    caller.require(Capability::Chat)?;
     let user = owner(&caller, request.user)?;
     let store = state.store.clone();
     let label = request.label;
@@ -96,11 +97,15 @@ async fn revoke(
     caller: Caller,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Response, ApiError> {
-    caller.require(Permission::Chat)?;
+    caller.require(Capability::Chat)?;
     let store = state.store.clone();
     let token_id = id.clone();
     let caller_id = caller.user.id;
-    let admin = Permission::ManageUsers.allowed_for(caller.user.role);
+    let admin = crate::policy::allows(
+        caller.user.role,
+        Capability::ManageUsers,
+        crate::policy::Channel::Http,
+    );
     blocking(move || {
         let token = store.token(&token_id)?;
         if token.user_id != caller_id && !admin {

@@ -14,11 +14,12 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::auth::{Caller, Permission};
+use super::auth::Caller;
 use super::error::ApiError;
 use super::json::{ApiJson, ApiPath};
 use super::session::{audit, audit_with_detail};
 use super::{blocking, AppState};
+use crate::policy::Capability;
 use crate::runs::now_secs;
 use crate::store::{AccessControl, Accounts, AuditOutcome, Role, User, UserUpdate};
 
@@ -57,7 +58,7 @@ struct NewPassword {
 }
 
 async fn list(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
-    caller.require(Permission::ManageUsers)?;
+    caller.require(Capability::ManageUsers)?;
     let store = state.store.clone();
     let (users, groups) = blocking(move || Ok((store.users()?, groups_by_member(&store)?))).await?;
     let users: Vec<Value> = users
@@ -72,7 +73,7 @@ async fn create(
     caller: Caller,
     ApiJson(request): ApiJson<CreateUser>,
 ) -> Result<Response, ApiError> {
-    caller.require(Permission::ManageUsers)?;
+    caller.require(Capability::ManageUsers)?;
     let store = state.store.clone();
     let CreateUser {
         name,
@@ -119,7 +120,7 @@ async fn update(
     ApiPath(name): ApiPath<String>,
     ApiJson(request): ApiJson<PatchUser>,
 ) -> Result<Response, ApiError> {
-    caller.require(Permission::ManageUsers)?;
+    caller.require(Capability::ManageUsers)?;
     let store = state.store.clone();
     let target = name.clone();
     let before = blocking(move || {
@@ -152,7 +153,7 @@ async fn reset_password(
     ApiPath(name): ApiPath<String>,
     ApiJson(request): ApiJson<NewPassword>,
 ) -> Result<Response, ApiError> {
-    caller.require(Permission::ManageUsers)?;
+    caller.require(Capability::ManageUsers)?;
     let store = state.store.clone();
     let user = blocking(move || Ok(store.reset_password(&name, &request.password)?)).await?;
     audit(

@@ -5,8 +5,9 @@
 //! never decides twice. All the rules live in `decide_action`, not in its callers:
 //!
 //! - the action must be the deciding user's (`NotFound` otherwise, exactly as if missing);
-//! - confirming a `recovery_request` needs `actor_can_recover` (`Forbidden`, HTTP 403);
-//!   rejecting one does not;
+//! - confirming a `recovery_request` needs `actor_can_recover`, a `diagnostic_start`
+//!   `actor_can_start_diagnostic` (both from `crate::policy`; `Forbidden`, HTTP 403);
+//!   rejecting needs neither;
 //! - a key already used for the same action, decision and parameters hash returns the
 //!   stored response (a replay); a key still in flight is a `Conflict` (409); a key used
 //!   for another action, decision or hash is a `Mismatch` (422);
@@ -124,6 +125,8 @@ pub struct ActionDecision<'a> {
     pub owner_id: i64,
     /// Whether the deciding user's role may approve a recovery (operator or admin).
     pub actor_can_recover: bool,
+    /// Whether the person deciding may start diagnostics (`crate::policy`, confirm channel).
+    pub actor_can_start_diagnostic: bool,
     pub action_id: &'a str,
     pub decision: Decision,
     /// The client's key for this request: a retry with the same key gets the same answer.
@@ -299,6 +302,14 @@ fn decide_in(
     {
         return Err(StoreError::Forbidden(
             "confirming a recovery request needs the operator or admin role".into(),
+        ));
+    }
+    if decision.decision == Decision::Confirm
+        && action.kind == PendingActionKind::DiagnosticStart
+        && !decision.actor_can_start_diagnostic
+    {
+        return Err(StoreError::Forbidden(
+            "starting a diagnostic needs the operator or admin role".into(),
         ));
     }
     if let Some(request) = recorded_request(t, decision.owner_id, decision.idempotency_key)? {

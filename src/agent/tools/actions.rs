@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::{Tool, ToolContext, ToolInfo, ToolResult, ALL_ROLES};
+use super::{Tool, ToolContext, ToolInfo, ToolResult};
+use crate::policy::Capability;
 use crate::store::{
     Actions, DiagnosticTasks, Incidents, NewPendingAction, PendingAction, PendingActionKind,
     SideEffect, StoreError,
@@ -84,7 +85,7 @@ impl CreateDiagnostic {
                 "additionalProperties": false
             }),
             side_effect: SideEffect::Write,
-            roles: ALL_ROLES,
+            capability: Capability::StartDiagnostic,
             timeout: Duration::from_secs(5),
         })
     }
@@ -131,7 +132,7 @@ impl RequestRecoveryApproval {
                 "additionalProperties": false
             }),
             side_effect: SideEffect::Write,
-            roles: ALL_ROLES,
+            capability: Capability::RequestRecovery,
             timeout: Duration::from_secs(5),
         })
     }

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::{Tool, ToolContext, ToolInfo, ToolResult, ALL_ROLES};
+use super::{Tool, ToolContext, ToolInfo, ToolResult};
+use crate::policy::Capability;
 use crate::store::{DiagnosticTasks, Incidents, SideEffect, StoreError};
 
 /// Most incidents one list returns.
@@ -50,7 +51,7 @@ impl GetIncident {
                 "additionalProperties": false
             }),
             side_effect: SideEffect::Read,
-            roles: ALL_ROLES,
+            capability: Capability::ReadIncidents,
             timeout: Duration::from_secs(5),
         })
     }
@@ -91,7 +92,7 @@ impl ListIncidents {
                 "additionalProperties": false
             }),
             side_effect: SideEffect::Read,
-            roles: ALL_ROLES,
+            capability: Capability::ReadIncidents,
             timeout: Duration::from_secs(5),
         })
     }
@@ -134,7 +135,7 @@ impl GetDiagnosticReport {
                 "additionalProperties": false
             }),
             side_effect: SideEffect::Read,
-            roles: ALL_ROLES,
+            capability: Capability::ReadIncidents,
             timeout: Duration::from_secs(5),
         })
     }

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::{Tool, ToolContext, ToolInfo, ToolResult, ALL_ROLES};
+use super::{Tool, ToolContext, ToolInfo, ToolResult};
+use crate::policy::Capability;
 use crate::retrieval::{Location, SearchHit};
 use crate::store::SideEffect;
 
@@ -61,7 +62,7 @@ impl KnowledgeRetrieval {
                 "additionalProperties": false
             }),
             side_effect: SideEffect::Read,
-            roles: ALL_ROLES,
+            capability: Capability::ReadKnowledge,
             timeout: Duration::from_secs(20),
         })
     }

@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::{Tool, ToolContext, ToolInfo, ToolResult, ALL_ROLES};
+use super::{Tool, ToolContext, ToolInfo, ToolResult};
+use crate::policy::Capability;
 use crate::store::SideEffect;
 
 pub struct CurrentTime(ToolInfo);
@@ -17,7 +18,7 @@ impl CurrentTime {
                 {utc, unix}.",
             parameters: json!({"type": "object", "properties": {}, "additionalProperties": false}),
             side_effect: SideEffect::Read,
-            roles: ALL_ROLES,
+            capability: Capability::Chat,
             timeout: Duration::from_secs(1),
         })
     }
@@ -74,7 +75,7 @@ impl LoadSkill {
                 "additionalProperties": false
             }),
             side_effect: SideEffect::Read,
-            roles: ALL_ROLES,
+            capability: Capability::Chat,
             timeout: Duration::from_secs(1),
         })
     }

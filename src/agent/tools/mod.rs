@@ -73,7 +73,8 @@ pub struct ToolInfo {
     pub description: &'static str,
     pub parameters: Value,
     pub side_effect: SideEffect,
-    pub roles: &'static [Role],
+    /// What the caller must be allowed (`policy::allows`, channel `ChatTool`).
+    pub capability: crate::policy::Capability,
     pub timeout: Duration,
 }
 
@@ -81,9 +82,6 @@ pub trait Tool: Send + Sync {
     fn info(&self) -> &ToolInfo;
     fn call(&self, context: &ToolContext<'_>, arguments: &Value) -> ToolResult;
 }
-
-/// Every role.
-pub const ALL_ROLES: &[Role] = &[Role::Admin, Role::Operator, Role::Viewer];
 
 /// All tools Warden has.
 #[derive(Clone)]
@@ -118,7 +116,8 @@ impl Registry {
     }
 }
 
-/// The tools one run may use: policy allowlist ∩ registry ∩ the caller's role.
+/// The tools one run may use: policy allowlist ∩ registry ∩ what the caller's role may do
+/// through chat (`crate::policy`).
 #[derive(Clone)]
 pub struct Catalog {
     tools: Vec<Arc<dyn Tool>>,
@@ -139,7 +138,13 @@ impl Catalog {
         let tools: Vec<Arc<dyn Tool>> = allowed
             .iter()
             .filter_map(|name| registry.get(name))
-            .filter(|tool| tool.info().roles.contains(&role))
+            .filter(|tool| {
+                crate::policy::allows(
+                    role,
+                    tool.info().capability,
+                    crate::policy::Channel::ChatTool,
+                )
+            })
             .cloned()
             .collect();
         for name in required {

@@ -104,6 +104,7 @@ fn confirm<'a>(f: &Fixture, action: &'a PendingAction, key: &'a str) -> ActionDe
     ActionDecision {
         owner_id: f.ann,
         actor_can_recover: true,
+        actor_can_start_diagnostic: true,
         action_id: &action.id,
         decision: Decision::Confirm,
         idempotency_key: key,
@@ -361,6 +362,7 @@ fn confirming_a_recovery_needs_the_role_but_rejecting_does_not() {
     let action = f.recovery_request();
     let denied = ActionDecision {
         actor_can_recover: false,
+        actor_can_start_diagnostic: true,
         ..confirm(&f, &action, "k1")
     };
     assert!(matches!(
@@ -389,6 +391,7 @@ fn a_diagnostic_start_needs_no_recovery_role() {
     let action = f.diagnostic_start();
     let decision = ActionDecision {
         actor_can_recover: false,
+        actor_can_start_diagnostic: true,
         ..confirm(&f, &action, "k1")
     };
     let decided = f.store.decide_action(&decision, 20).unwrap();
