@@ -756,7 +756,7 @@ async fn confirming_a_recovery_needs_operator_or_admin_but_anyone_may_reject() {
         incident_id: INCIDENT.into(),
         owner_id: f.operator.0,
         status: DiagnosticStatus::Completed,
-        report: None,
+        report: Some(json!({"recovery": {"mode": "proposal", "proposal": "restart the pooler"}})),
     };
     f.store
         .add_diagnostic_task(&operator_task, 1)

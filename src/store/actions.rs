@@ -8,6 +8,8 @@
 //! - confirming a `recovery_request` needs `actor_can_recover`, a `diagnostic_start`
 //!   `actor_can_start_diagnostic` (both from `crate::policy`; `Forbidden`, HTTP 403);
 //!   rejecting needs neither;
+//! - approving a recovery needs the task's report to propose one (`recovery.proposal`);
+//!   otherwise the action ends `failed`, with no approval recorded;
 //! - a key already used for the same action, decision and parameters hash returns the
 //!   stored response (a replay); a key still in flight is a `Conflict` (409); a key used
 //!   for another action, decision or hash is a `Mismatch` (422);
@@ -464,13 +466,21 @@ fn approve_recovery(
     now: i64,
 ) -> Result<(PendingActionStatus, Option<Value>)> {
     let task_id = string_parameter(&action.parameters, "diagnostic_task_id").unwrap_or_default();
-    match owned_task(t, action.owner_id, task_id) {
-        Ok(_) => {}
+    let task = match owned_task(t, action.owner_id, task_id) {
+        Ok(task) => task,
         Err(StoreError::NotFound(what)) => {
             let error = format!("{what} does not exist");
             return Ok((PendingActionStatus::Failed, Some(json!({ "error": error }))));
         }
         Err(other) => return Err(other),
+    };
+    // An approval is bound to a report that proposes a recovery: there is nothing to
+    // approve in a report that ends in manual review without a proposal.
+    if recovery_proposal(task.report.as_ref()).is_none() {
+        let error = format!(
+            "diagnostic task `{task_id}` has no report proposing a recovery; nothing to approve"
+        );
+        return Ok((PendingActionStatus::Failed, Some(json!({ "error": error }))));
     }
     t.execute(
         "INSERT INTO recovery_approvals (id, action_id, diagnostic_task_id, approved_by,
@@ -487,6 +497,20 @@ fn approve_recovery(
     )?;
     let result = json!({ "approval_id": fresh.approval });
     Ok((PendingActionStatus::Confirmed, Some(result)))
+}
+
+/// The recovery a diagnostic report proposes (`recovery.proposal`, non-empty), if any.
+fn recovery_proposal(report: Option<&Value>) -> Option<&Value> {
+    report?
+        .get("recovery")?
+        .get("proposal")
+        .filter(|proposal| match proposal {
+            Value::Null => false,
+            Value::String(text) => !text.trim().is_empty(),
+            Value::Object(fields) => !fields.is_empty(),
+            Value::Array(items) => !items.is_empty(),
+            _ => true,
+        })
 }
 
 /// The response a decision answers with, and replays.

@@ -351,7 +351,8 @@ fn incidents_are_read_directly_and_actions_wait_for_a_person() {
     assert_eq!(report["recoveryMode"], "manual_review");
     assert_eq!(report["executionPermitted"], false);
 
-    // Recovery: a pending action a viewer cannot confirm; confirming records an approval only.
+    // Recovery: a pending action a viewer cannot confirm; confirming records an approval only,
+    // and only for a report that proposes a recovery.
     let frames = ask(
         &server,
         &token,
@@ -371,9 +372,15 @@ fn incidents_are_read_directly_and_actions_wait_for_a_person() {
         &json!({"parameters_hash": confirmation["parameters_hash"]}),
         &[("Idempotency-Key", "k-2")],
     );
+    // The report ended in manual review with no proposal: there is nothing to approve, so
+    // the confirmation ends `failed` and records no approval.
     assert_eq!(status, 200, "{body}");
+    assert_eq!(body["action"]["status"], "failed", "{body}");
+    assert!(body["action"]["result"]["approval_id"].is_null(), "{body}");
     assert!(
-        body["action"]["result"]["approval_id"].is_string(),
+        body["action"]["result"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("no report proposing a recovery")),
         "{body}"
     );
 

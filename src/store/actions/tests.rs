@@ -47,7 +47,8 @@ fn fixture() -> Fixture {
         incident_id: INCIDENT.into(),
         owner_id: ann,
         status: DiagnosticStatus::Completed,
-        report: Some(json!({"root_cause": "disk full"})),
+        report: Some(json!({"root_cause": "disk full",
+            "recovery": {"mode": "proposal", "proposal": "free space on /var", "reason": ""}})),
     };
     store.add_diagnostic_task(&task, 0).unwrap();
     let conversation = store.create_conversation(ann, "c", 0).unwrap();
@@ -354,6 +355,32 @@ fn confirming_a_recovery_request_records_an_approval_and_executes_nothing() {
     );
     assert_eq!(f.count("runs"), runs_before);
     assert_eq!(f.count("diagnostic_tasks"), 1);
+}
+
+#[test]
+fn a_recovery_is_approved_only_for_a_report_that_proposes_one() {
+    let f = fixture();
+    let manual = NewDiagnosticTask {
+        id: Some("diagnostic_manual".into()),
+        incident_id: INCIDENT.into(),
+        owner_id: f.ann,
+        status: DiagnosticStatus::Completed,
+        report: Some(json!({"verdict": "insufficient_evidence",
+            "recovery": {"mode": "manual_review", "proposal": null, "reason": "no root cause"}})),
+    };
+    f.store.add_diagnostic_task(&manual, 1).unwrap();
+    let action = f.propose(
+        PendingActionKind::RecoveryRequest,
+        &json!({ "diagnostic_task_id": "diagnostic_manual" }),
+    );
+    let decided = f
+        .store
+        .decide_action(&confirm(&f, &action, "k1"), 20)
+        .unwrap();
+    assert_eq!(decided.action.status, PendingActionStatus::Failed);
+    let error = decided.action.result.as_ref().unwrap()["error"].to_string();
+    assert!(error.contains("no report proposing a recovery"), "{error}");
+    assert_eq!(f.count("recovery_approvals"), 0);
 }
 
 #[test]
