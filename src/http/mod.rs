@@ -7,6 +7,8 @@
 
 mod actions;
 #[cfg(test)]
+mod actions_tests;
+#[cfg(test)]
 mod admin_tests;
 mod anonymous_bodies;
 mod assets;
@@ -35,6 +37,8 @@ mod network;
 mod observe;
 mod openai;
 mod refusal_audit;
+#[cfg(test)]
+mod route_fixture;
 mod runs;
 mod session;
 #[cfg(test)]
