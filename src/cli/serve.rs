@@ -106,6 +106,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         &args.quotas,
     )?;
     let alerts = args.alerts.webhook()?;
+    let connections = args.connections.limits();
     crate::knowledge::ensure_data_dir(&config.data_dir)
         .with_context(|| format!("cannot create data folder {}", config.data_dir.display()))?;
     let _lock = lock_data_folder(&config.data_dir)?;
@@ -186,7 +187,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         login_limiter: Arc::new(LoginLimiter::default()),
         limits: crate::http::HttpLimits {
             heartbeat: Duration::from_secs(args.sse_heartbeat_seconds),
-            connections: args.connections.limits(),
+            connections,
             ..config.http
         },
         v1_slots: Arc::new(UserSlots::new(config.http.max_v1_requests_per_user)),
@@ -196,7 +197,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         metrics_token,
         refusals: Arc::default(),
         anonymous_bodies: Arc::new(tokio::sync::Semaphore::new(
-            args.connections.limits().max_anonymous_bodies,
+            connections.max_anonymous_bodies,
         )),
         shutdown: stop_receiver,
     };

@@ -23,7 +23,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tower::ServiceExt;
 
-use super::idle_connections::{IdleConnections, TrackedConnection, WorkingBody};
+use super::idle_connections::{IdleConnections, TrackedConnection};
 use crate::metrics::Metrics;
 
 /// How long a new connection waits for the slot of an evicted idle one.
@@ -165,9 +165,14 @@ impl Connection {
             let app = app.clone();
             async move {
                 let response = app.oneshot(request).await?;
-                Ok::<_, std::convert::Infallible>(
-                    response.map(|body| Body::new(WorkingBody::new(body, working))),
-                )
+                // The guard lives in the body, so the connection counts as working until
+                // the response (an event stream included) has been sent or dropped.
+                Ok::<_, std::convert::Infallible>(response.map(|body| {
+                    Body::new(http_body_util::BodyExt::map_frame(body, move |frame| {
+                        let _working = &working;
+                        frame
+                    }))
+                }))
             }
         });
         let mut builder = hyper::server::conn::http1::Builder::new();

@@ -5,13 +5,9 @@
 //! has been sent (event streams included).
 
 use std::collections::BTreeMap;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 
-use axum::body::{Body, Bytes, HttpBody};
-use http_body::{Frame, SizeHint};
 use tokio::sync::Notify;
 
 /// The connections waiting for a request, oldest first, each with the signal that closes it.
@@ -91,42 +87,6 @@ impl Drop for Working {
                 .waiting()
                 .insert(connection.id, connection.close.clone());
         }
-    }
-}
-
-/// A response body that holds its connection's `Working` guard until it has been sent or
-/// dropped.
-pub struct WorkingBody {
-    inner: Body,
-    _working: Working,
-}
-
-impl WorkingBody {
-    pub fn new(inner: Body, working: Working) -> Self {
-        Self {
-            inner,
-            _working: working,
-        }
-    }
-}
-
-impl HttpBody for WorkingBody {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
     }
 }
 

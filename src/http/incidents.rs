@@ -126,7 +126,13 @@ async fn receive_alerts(
     let headers = parts.headers;
     if !state.alerts.is_enabled() {
         let detail = json!({ "reason": "the webhook is off" });
-        audit_refusal(&state, ALERTMANAGER_ACTOR, "alert.receive", detail).await;
+        super::refusal_audit::audit_anonymous_refusal(
+            &state,
+            ALERTMANAGER_ACTOR,
+            "alert.receive",
+            detail,
+        )
+        .await;
         return Err(ApiError::Disabled(
             "the alert webhook is off: start Warden with --alert-token (or WARDEN_ALERT_TOKEN)"
                 .to_owned(),
@@ -134,7 +140,13 @@ async fn receive_alerts(
     }
     if !bearer(&headers).is_some_and(|token| state.alerts.accepts(token)) {
         let detail = json!({ "reason": "missing or wrong webhook token" });
-        audit_refusal(&state, ALERTMANAGER_ACTOR, "alert.receive", detail).await;
+        super::refusal_audit::audit_anonymous_refusal(
+            &state,
+            ALERTMANAGER_ACTOR,
+            "alert.receive",
+            detail,
+        )
+        .await;
         return Err(ApiError::BadWebhookToken);
     }
     let received = record_alerts(&state, &headers, body).await;
@@ -285,42 +297,6 @@ async fn read(
 }
 
 /// Appends an audit row with optional JSON detail; a failure to write is logged.
-/// A refusal anyone can cause without credentials: audited as `Denied`, at most one row per
-/// actor, action and reason a minute (`refusal_audit`), always counted in `/metrics`.
-pub(super) async fn audit_refusal(
-    state: &AppState,
-    actor: &str,
-    action: &'static str,
-    mut detail: Value,
-) {
-    state.metrics.refusal(action);
-    let kind = format!("{action}\u{0}{actor}\u{0}{detail}");
-    let decision = state.refusals.refused(&kind, std::time::Instant::now());
-    let super::refusal_audit::Decision::Write {
-        refused_since_last_row,
-    } = decision
-    else {
-        return;
-    };
-    if refused_since_last_row > 0 {
-        if let Some(fields) = detail.as_object_mut() {
-            fields.insert(
-                "refused_since_last_row".to_owned(),
-                refused_since_last_row.into(),
-            );
-        }
-    }
-    audit(
-        state,
-        actor,
-        action,
-        None,
-        AuditOutcome::Denied,
-        Some(detail),
-    )
-    .await;
-}
-
 pub(super) async fn audit(
     state: &AppState,
     actor: &str,

@@ -8,6 +8,11 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use serde_json::Value;
+
+use super::AppState;
+use crate::store::AuditOutcome;
+
 /// One row per kind of refusal within this window.
 pub const WINDOW: Duration = Duration::from_secs(60);
 /// Kinds tracked at once; beyond it (a flood of distinct names) they share one entry.
@@ -77,6 +82,42 @@ impl RefusalAudit {
             }
         }
     }
+}
+
+/// A refusal anyone can cause without credentials: audited as `Denied`, at most one row per
+/// actor, action and reason a minute (`refusal_audit`), always counted in `/metrics`.
+pub(super) async fn audit_anonymous_refusal(
+    state: &AppState,
+    actor: &str,
+    action: &'static str,
+    mut detail: Value,
+) {
+    state.metrics.refusal(action);
+    let kind = format!("{action}\u{0}{actor}\u{0}{detail}");
+    let decision = state.refusals.refused(&kind, std::time::Instant::now());
+    let Decision::Write {
+        refused_since_last_row,
+    } = decision
+    else {
+        return;
+    };
+    if refused_since_last_row > 0 {
+        if let Some(fields) = detail.as_object_mut() {
+            fields.insert(
+                "refused_since_last_row".to_owned(),
+                refused_since_last_row.into(),
+            );
+        }
+    }
+    super::incidents::audit(
+        state,
+        actor,
+        action,
+        None,
+        AuditOutcome::Denied,
+        Some(detail),
+    )
+    .await;
 }
 
 #[cfg(test)]

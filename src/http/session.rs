@@ -152,7 +152,7 @@ async fn login(
         limiter.failed(&key);
         state.metrics.login(LoginOutcome::Failed);
         let detail = json!({ "reason": "wrong name or password" });
-        super::incidents::audit_refusal(&state, &name, "auth.login", detail).await;
+        super::refusal_audit::audit_anonymous_refusal(&state, &name, "auth.login", detail).await;
         return Err(ApiError::InvalidCredentials);
     };
     limiter.succeeded(&key);

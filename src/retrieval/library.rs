@@ -335,28 +335,15 @@ impl Library {
                     return Err(RetrievalError::Cancelled);
                 }
                 if planned >= budget {
-                    report.failed.push(Failed {
-                        path: file.path.clone(),
-                        kind: FailKind::SyncBudgetSpent,
-                        error: format!(
-                            "this sync indexed its limit of {budget} chunks; the next sync \
-                             goes on with this file"
-                        ),
-                    });
+                    report.failed.push(left_for_next_sync(&file.path, budget));
                     continue;
                 }
                 match self.prepare(&file.path, bytes) {
-                    Ok((document, chunks)) if planned + chunks.len() > budget && planned > 0 => {
-                        drop((document, chunks));
+                    // A file that would pass the budget waits for the next sync (unless it
+                    // is the first: one file alone is bounded by the per-file limits).
+                    Ok((_, chunks)) if planned + chunks.len() > budget && planned > 0 => {
                         planned = budget;
-                        report.failed.push(Failed {
-                            path: file.path.clone(),
-                            kind: FailKind::SyncBudgetSpent,
-                            error: format!(
-                                "this sync indexed its limit of {budget} chunks; the next \
-                                 sync goes on with this file"
-                            ),
-                        });
+                        report.failed.push(left_for_next_sync(&file.path, budget));
                     }
                     Ok((document, chunks)) => {
                         planned += chunks.len();
@@ -731,6 +718,17 @@ fn read_listed(root: &RootDir, path: &str) -> Result<Vec<u8>, NotRead> {
         return Err(failed(FailKind::TooLarge, error));
     }
     Ok(bytes)
+}
+
+/// A file this sync leaves because it has indexed `budget` chunks already.
+fn left_for_next_sync(path: &str, budget: usize) -> Failed {
+    Failed {
+        path: path.to_owned(),
+        kind: FailKind::SyncBudgetSpent,
+        error: format!(
+            "this sync indexed its limit of {budget} chunks; the next sync goes on with this file"
+        ),
+    }
 }
 
 fn bm25_doc(chunk: &CatalogChunk) -> Bm25Doc {
