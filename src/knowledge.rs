@@ -1,13 +1,15 @@
 //! Wiring for knowledge bases: opens the store and the retrieval library on a data folder,
 //! with the engine's embedding model behind retrieval's `Embedder` and `TokenCounter`
-//! traits. Shared by the CLI commands and the server.
+//! traits, and the knowledge search the agent and the diagnostic graph read through.
+//! Shared by the CLI commands and the server.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use crate::engine::{EmbedModelHandle, EmbeddingTokenizer};
 use crate::retrieval::{
-    EmbedError, Embedder, Library, RetrievalConfig, RetrievalError, TokenCounter,
+    EmbedError, Embedder, Library, RetrievalConfig, RetrievalError, SearchHit, SearchMode,
+    TokenCounter,
 };
 use crate::store::Store;
 
@@ -15,6 +17,33 @@ use crate::store::Store;
 pub const DATABASE_FILE: &str = "warden.db";
 /// The index folder inside the data folder.
 pub const INDEX_DIR: &str = "kb";
+
+/// Hybrid search over the knowledge bases a caller may read.
+pub trait KnowledgeSearch: Send + Sync {
+    /// At most `limit` hits for `query` in `readable` (all knowledge bases when `None`).
+    fn search(
+        &self,
+        query: &str,
+        readable: Option<&[String]>,
+        limit: usize,
+    ) -> Result<Vec<SearchHit>, String>;
+}
+
+/// The retrieval library's hybrid search.
+pub struct LibrarySearch(pub Arc<Library>);
+
+impl KnowledgeSearch for LibrarySearch {
+    fn search(
+        &self,
+        query: &str,
+        readable: Option<&[String]>,
+        limit: usize,
+    ) -> Result<Vec<SearchHit>, String> {
+        self.0
+            .search(query, readable, SearchMode::Hybrid, limit)
+            .map_err(|err| err.to_string())
+    }
+}
 
 /// The embedding model, as retrieval sees it.
 struct EngineEmbedder(EmbedModelHandle);

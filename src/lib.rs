@@ -22,6 +22,9 @@
 //! - `agent`: what a chat turn does: input safety, intent router, execution policy, tool
 //!   registry and catalog, direct reads, pending actions, bounded structured ReAct with
 //!   cited knowledge answers. Never touches axum, SQL or candle.
+//! - `llm`: the chat-model seam (a trait over the engine's model thread) and one model call
+//!   polled on a run worker's thread, free text or schema-constrained JSON; used by the
+//!   agent and the diagnostic graph alike.
 //! - `diagnostics`: incident diagnostics: scenario packs, data sources, the read-only
 //!   diagnostic tools. Never touches axum.
 //! - `build_info`: version and commit of the binary.
@@ -30,7 +33,8 @@
 //! - `metrics`: the Prometheus registry every layer reports to, and its text exposition.
 //! - `public_text`: messages for users who are not admins, without internal file paths.
 //! - `timefmt`: RFC 3339 times to seconds since the epoch and back (UTC).
-//! - `knowledge`: wiring of retrieval to the store and the engine's embedding model.
+//! - `knowledge`: wiring of retrieval to the store and the engine's embedding model, and the
+//!   knowledge-search seam the agent and the diagnostic graph read through.
 //! - `cli`: the commands (`serve`, `ask`, `models`, `bench`, `kb`, `eval`).
 
 // Input from users, files and the network is never unwrapped; tests may.
@@ -44,6 +48,7 @@ pub mod diagnostics;
 pub mod engine;
 pub mod http;
 pub mod knowledge;
+pub mod llm;
 pub mod metrics;
 pub mod model_files;
 pub mod policy;

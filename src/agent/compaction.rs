@@ -17,13 +17,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::backends::ChatModel;
 use super::envelope::{MAX_HISTORY_TURNS, MESSAGE_OVERHEAD_TOKENS};
-use super::llm::{self, CallError};
 use super::memory::{self, SourceMessage};
 use super::memory_rules;
 use super::safety::{self, SafetyLimits};
 use crate::engine::{ChatMessage, Role};
+use crate::llm::call::{self as llm, CallError};
+use crate::llm::model::ChatModel;
 use crate::runs::{now_secs, TurnSink, TurnStop};
 use crate::store::{
     Conversations, Memory, MemoryItem, MemoryWrite, Message, MessageRole, NewMemoryItem, Runs,

@@ -7,13 +7,13 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 
-use super::llm;
 use super::policy::ExecutionPolicy;
 use super::router::{Intent, Route};
 use super::tool_runner::{CallOutcome, ToolRunner};
 use super::tools::report_is_complete;
 use super::{localized, Language, TurnCore};
 use crate::engine::{ChatMessage, ResponseFormat, Role};
+use crate::llm::call as llm;
 use crate::runs::{ConfirmationPublic, OutcomeKind, RunEvent, TurnOutcome, TurnStop};
 
 /// Tokens the optional explanation may use.

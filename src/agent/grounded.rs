@@ -12,12 +12,12 @@ use serde_json::{json, Value};
 
 use super::answer_stream::{cited_numbers, FieldStream, Publisher};
 use super::faithfulness::{self, Sentences, Verdict};
-use super::llm::{self, CallError};
 use super::policy::ExecutionPolicy;
 use super::tool_runner::{CallOutcome, ToolRunner};
 use super::tools::Passage;
 use super::{localized, Language, TurnCore};
 use crate::engine::{ChatMessage, ResponseFormat, Role};
+use crate::llm::call::{self as llm, CallError};
 use crate::runs::{CitationPublic, OutcomeKind, RunEvent, TurnOutcome, TurnStop};
 
 /// Share of the question's content terms that a passage (its text, title and headings)

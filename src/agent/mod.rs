@@ -2,17 +2,15 @@
 //! policy compiled from the route, the tool registry and the run's catalog, direct reads,
 //! pending actions for anything that changes state, and the bounded structured ReAct loop
 //! with cited knowledge answers. Reaches models and search only through the traits in
-//! `backends`, and runs only through the narrow `TurnSink` the run worker hands it; never
+//! `llm::model` and `knowledge`, and runs only through the narrow `TurnSink` the run worker hands it; never
 //! imports axum, rusqlite or candle.
 
 mod answer_stream;
-pub mod backends;
 pub mod compaction;
 mod direct;
 pub mod envelope;
 pub mod faithfulness;
 pub mod grounded;
-pub mod llm;
 pub mod memory;
 mod memory_rules;
 pub mod policy;
@@ -32,7 +30,9 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use backends::{ChatModel, KnowledgeSearch};
+use crate::knowledge::KnowledgeSearch;
+use crate::llm::call as llm;
+use crate::llm::model::ChatModel;
 use envelope::{Envelope, EnvelopeInput, Pressure};
 use policy::{ExecutionPolicy, Mode, PolicyConfig};
 use router::{Intent, Route, RouteSource};

@@ -12,13 +12,13 @@ use std::time::Instant;
 use serde_json::{json, Value};
 
 use super::answer_stream::{FieldStream, Publisher};
-use super::llm::{self, CallError};
 use super::policy::ExecutionPolicy;
 use super::thought_guard::{self, StreamGuard};
 use super::tool_results;
 use super::tool_runner::{CallOutcome, ToolRunner};
 use super::{localized, TurnCore};
 use crate::engine::{ChatMessage, Role};
+use crate::llm::call::{self as llm, CallError};
 use crate::runs::{now_secs, OutcomeKind, RunEvent, TurnOutcome, TurnStop};
 use crate::store::{Audit, AuditEntry, AuditOutcome};
 

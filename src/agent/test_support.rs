@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::backends::{ChatModel, ModelStream, StreamItem};
 use crate::engine::{ChatRequest, EngineError, FinishReason, GenerationEvent, GenerationSummary};
+use crate::llm::model::{ChatModel, ModelStream, StreamItem};
 use crate::runs::{RunEvent, TurnSink, TurnStop};
 
 /// Answers each request with the next scripted text; records the requests.

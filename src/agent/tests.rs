@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::backends::KnowledgeSearch;
 use super::test_support::{RecordingSink, ScriptedModel};
 use super::{Agent, AgentConfig};
 use crate::engine::ResponseFormat;
+use crate::knowledge::KnowledgeSearch;
 use crate::retrieval::{Citation, RetrieverRank, SearchHit};
 use crate::runs::{OutcomeKind, RunEvent, TurnHandler, TurnInput, TurnOutcome};
 use crate::store::{

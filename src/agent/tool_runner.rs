@@ -1,8 +1,8 @@
 //! Runs the tool calls of one run: catalog check, argument validation, the repeated-call
-//! guard, the tool budget and deadline, the ledger (claim under the lease, reuse on
-//! resume, `uncertain` for side effects whose outcome is unknown), the public
-//! `tool.started` / `tool.completed` events (name, status, short summary — never
-//! arguments) and the full result in the audit log.
+//! guard, the tool budget and deadline, the call itself through the run's ledger protocol
+//! (`runs::ledger_call`: claim under the lease, reuse on resume, `uncertain` for side
+//! effects whose outcome is unknown, the public `tool.started` / `tool.completed` events —
+//! name, status, short summary, never arguments) and the full result in the audit log.
 
 use std::collections::HashSet;
 use std::time::Instant;
@@ -10,10 +10,9 @@ use std::time::Instant;
 use serde_json::{json, Value};
 
 use super::tools::{canonical_json, tool_call_key, validate, Catalog, ToolContext, ToolResult};
-use crate::runs::{now_secs, RunEvent, TurnSink, TurnStop};
-use crate::store::{
-    Audit, AuditEntry, AuditOutcome, ClaimOutcome, SideEffect, ToolClaim, ToolLedger,
-};
+use crate::runs::ledger_call::{call_through_ledger, LedgerCall, LedgerOutcome};
+use crate::runs::{now_secs, TurnSink, TurnStop};
+use crate::store::{Audit, AuditEntry, AuditOutcome, SideEffect};
 
 /// Most characters of a tool result kept in one audit row.
 const MAX_AUDITED_RESULT_CHARS: usize = 16_000;
@@ -120,30 +119,26 @@ impl<'a> ToolRunner<'a> {
         self.seen.insert(fingerprint);
         self.calls += 1;
         let call_id = format!("call_{step}_{index}");
-        sink.emit(RunEvent::ToolStarted {
-            call_id: call_id.clone(),
-            name: name.to_owned(),
-        })?;
-        let key = tool_call_key(self.context.run_id, step, name, arguments);
-        let claim = ToolClaim {
+        let (store, run_id) = (self.context.store, self.context.run_id);
+        let key = tool_call_key(run_id, step, name, arguments);
+        let call = LedgerCall {
+            store,
+            run_id,
             key: &key,
-            run_id: self.context.run_id,
             step,
             tool: name,
             side_effect: tool.info().side_effect,
-            worker: sink.worker_id(),
+            call_id: Some(&call_id),
         };
-        let store = self.context.store;
-        let claimed = store.claim_tool_call(&claim, now_secs()).map_err(|err| {
-            tracing::error!("cannot claim a tool call: {err}");
-            TurnStop::Abandoned
-        })?;
-        let outcome = match claimed {
-            ClaimOutcome::Run => {
-                let limit = Instant::now() + tool.info().timeout;
-                self.context.call_deadline = limit.min(self.deadline);
-                let mut result = tool.call(&self.context, arguments);
-                let late = Instant::now() > self.context.call_deadline;
+        let limit = (Instant::now() + tool.info().timeout).min(self.deadline);
+        let context = &mut self.context;
+        let recorded = call_through_ledger(
+            sink,
+            &call,
+            |_| {
+                context.call_deadline = limit;
+                let mut result = tool.call(context, arguments);
+                let late = Instant::now() > context.call_deadline;
                 if late && tool.info().side_effect == SideEffect::Read && result.is_ok() {
                     // A read that overran its timeout is not used: the limit holds for
                     // every tool, whether or not it watches the clock itself.
@@ -155,55 +150,20 @@ impl<'a> ToolRunner<'a> {
                         ),
                     );
                 }
-                let settled = match &result {
+                Ok(match result {
                     ToolResult::Ok { data, summary } => {
-                        let stored = json!({"data": data, "summary": summary}).to_string();
-                        store.settle_tool_call(&key, sink.worker_id(), Ok(&stored), now_secs())
+                        Ok(json!({"data": data, "summary": summary}).to_string())
                     }
-                    ToolResult::Err { code, message } => store.settle_tool_call(
-                        &key,
-                        sink.worker_id(),
-                        Err(&format!("{code}: {message}")),
-                        now_secs(),
-                    ),
-                };
-                if let Err(err) = settled {
-                    tracing::error!("cannot settle a tool call: {err}");
-                    return Err(TurnStop::Abandoned);
-                }
-                match result {
-                    ToolResult::Ok { data, summary } => CallOutcome::Ok { data, summary },
-                    ToolResult::Err { code, message } => CallOutcome::Error { code, message },
-                }
-            }
-            ClaimOutcome::Reuse(stored) => {
-                let value: Value = serde_json::from_str(&stored).unwrap_or(Value::Null);
-                CallOutcome::Ok {
-                    summary: value["summary"].as_str().unwrap_or_default().to_owned(),
-                    data: value["data"].clone(),
-                }
-            }
-            ClaimOutcome::FailedBefore(error) => {
-                let (code, message) = error.split_once(": ").unwrap_or(("failed", &error));
-                CallOutcome::Error {
-                    code: code.to_owned(),
-                    message: message.to_owned(),
-                }
-            }
-            ClaimOutcome::Uncertain => CallOutcome::Uncertain,
-        };
-        let (status, summary) = match &outcome {
-            CallOutcome::Ok { summary, .. } => ("ok", summary.clone()),
-            CallOutcome::Error { code, .. } => ("error", code.clone()),
-            CallOutcome::Refused(why) => ("refused", why.clone()),
-            CallOutcome::Uncertain => ("uncertain", "outcome unknown; a person must check".into()),
-        };
-        sink.emit(RunEvent::ToolCompleted {
-            call_id,
-            name: name.to_owned(),
-            status: status.to_owned(),
-            summary,
-        })?;
+                    ToolResult::Err { code, message } => Err(format!("{code}: {message}")),
+                })
+            },
+            &|recorded| {
+                let (status, summary) = status_of(&outcome_of(recorded));
+                (status.to_owned(), summary)
+            },
+        )?;
+        let outcome = outcome_of(&recorded);
+        let (status, _) = status_of(&outcome);
         if matches!(outcome, CallOutcome::Ok { .. } | CallOutcome::Error { .. }) {
             self.called.push(name.to_owned());
         }
@@ -236,5 +196,37 @@ impl<'a> ToolRunner<'a> {
         if let Err(err) = self.context.store.record(&entry, now_secs()) {
             tracing::error!("cannot audit a tool call: {err}");
         }
+    }
+}
+
+/// A settled ledger entry as the agent's outcome: the stored `{data, summary}` or the
+/// stored `code: message`.
+fn outcome_of(recorded: &LedgerOutcome) -> CallOutcome {
+    match recorded {
+        LedgerOutcome::Settled(Ok(stored)) => {
+            let value: Value = serde_json::from_str(stored).unwrap_or(Value::Null);
+            CallOutcome::Ok {
+                summary: value["summary"].as_str().unwrap_or_default().to_owned(),
+                data: value["data"].clone(),
+            }
+        }
+        LedgerOutcome::Settled(Err(error)) => {
+            let (code, message) = error.split_once(": ").unwrap_or(("failed", error));
+            CallOutcome::Error {
+                code: code.to_owned(),
+                message: message.to_owned(),
+            }
+        }
+        LedgerOutcome::Uncertain => CallOutcome::Uncertain,
+    }
+}
+
+/// The status and public summary a `tool.completed` event shows for an outcome.
+fn status_of(outcome: &CallOutcome) -> (&'static str, String) {
+    match outcome {
+        CallOutcome::Ok { summary, .. } => ("ok", summary.clone()),
+        CallOutcome::Error { code, .. } => ("error", code.clone()),
+        CallOutcome::Refused(why) => ("refused", why.clone()),
+        CallOutcome::Uncertain => ("uncertain", "outcome unknown; a person must check".into()),
     }
 }

@@ -12,13 +12,14 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde_json::Value;
 
-use crate::agent::backends::{ChatModel, EngineChatModel, KnowledgeSearch, LibrarySearch};
 use crate::agent::{Agent, AgentConfig};
 use crate::config::{ModelFlags, Needs};
 use crate::diagnostics::faults::{Fault, FaultyModel};
 use crate::diagnostics::pack::ScenarioPack;
 use crate::diagnostics::{DiagnosticRunner, Playbooks, GRAPH_VERSION};
 use crate::engine::Engine;
+use crate::knowledge::{KnowledgeSearch, LibrarySearch};
+use crate::llm::model::{ChatModel, EngineChatModel};
 use crate::retrieval::{AddedBy, RetrievalConfig};
 use crate::runs::{now_secs, EventBus, RunConfig, RunWorkers};
 use crate::store::{

@@ -17,10 +17,10 @@ use serde_json::{json, Value};
 use std::io::Write;
 
 use super::eval_conversations::{chat_workers, wait_for_end};
-use crate::agent::backends::{KnowledgeSearch, LibrarySearch};
 use crate::agent::tools::passage;
 use crate::agent::{faithfulness, grounded, Language};
 use crate::engine::Engine;
+use crate::knowledge::{KnowledgeSearch, LibrarySearch};
 use crate::retrieval::{AddedBy, RetrievalConfig};
 use crate::store::{AccessControl, Accounts, Conversations, Reader, Role, Runs};
 

@@ -16,10 +16,11 @@ use anyhow::Context;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::agent::backends::{EngineChatModel, KnowledgeSearch, LibrarySearch};
 use crate::agent::{Agent, AgentConfig};
 use crate::diagnostics::{DiagnosticRunner, Playbooks};
 use crate::engine::{EmbedModelHandle, Engine};
+use crate::knowledge::{KnowledgeSearch, LibrarySearch};
+use crate::llm::model::EngineChatModel;
 use crate::retrieval::{AddedBy, RetrievalConfig};
 use crate::runs::{EventBus, RunConfig, RunWorkers};
 use crate::store::{

@@ -10,7 +10,6 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::DataFlags;
-use crate::agent::backends::{ChatModel, EngineChatModel, KnowledgeSearch, LibrarySearch};
 use crate::agent::compaction::{CompactionSettings, Compactor};
 use crate::agent::policy::PolicyConfig;
 use crate::agent::{Agent, AgentConfig};
@@ -22,6 +21,8 @@ use crate::engine::Engine;
 use crate::http::{
     self, AllowedHosts, AppState, LoginLimiter, NetworkPolicy, SessionConfig, UserSlots,
 };
+use crate::knowledge::{KnowledgeSearch, LibrarySearch};
+use crate::llm::model::{ChatModel, EngineChatModel};
 use crate::metrics::Metrics;
 use crate::retrieval::{AddedBy, Library, RetrievalConfig, RetrievalError};
 use crate::runs::{CompactionWorker, EventBus, RunConfig, RunService, RunWorkers};

@@ -1,7 +1,8 @@
 //! Drives a task's graph on its `diagnostic` run: before each node it derives the node's
 //! execution key (hash of task, graph version, node, logical iteration and the input
-//! state's fingerprint); model and tool calls are claimed in the tool ledger under those
-//! keys, so a restarted task reuses every completed call instead of repeating it; after
+//! state's fingerprint); model and tool calls go through the run's ledger protocol
+//! (`runs::ledger_call`) under those keys, so a restarted task reuses every completed call
+//! instead of repeating it; after
 //! each node the state is checkpointed on the run and a public `diagnostic.node` event is
 //! appended (node, iteration, a short summary — never prompts or model text).
 
@@ -15,12 +16,14 @@ use super::playbooks::Playbooks;
 use super::source::DiagnosticSource;
 use super::state::{DiagnosticState, KnowledgeRef, Node, NodeRecord, GRAPH_VERSION};
 use super::tools::{run_tool, ToolOutput};
-use crate::agent::backends::{ChatModel, KnowledgeSearch};
-use crate::agent::llm::{generate_json, CallError};
 use crate::agent::tools::{canonical_json, tool_call_key};
 use crate::engine::ChatMessage;
-use crate::runs::{now_secs, RunEvent, TurnSink, TurnStop};
-use crate::store::{secret_hash, ClaimOutcome, SideEffect, Store, ToolClaim, ToolLedger};
+use crate::knowledge::KnowledgeSearch;
+use crate::llm::call::{generate_json, CallError};
+use crate::llm::model::ChatModel;
+use crate::runs::ledger_call::{call_through_ledger, LedgerCall, LedgerOutcome};
+use crate::runs::{RunEvent, TurnSink, TurnStop};
+use crate::store::{secret_hash, SideEffect, Store};
 
 /// Sampling seed of every diagnostic model call (greedy decoding: reruns agree).
 const MODEL_SEED: u64 = 7;
@@ -142,28 +145,6 @@ struct LiveIo<'a, 'b> {
 }
 
 impl LiveIo<'_, '_> {
-    fn claim(&mut self, key: &str, step: i64, tool: &str) -> Result<ClaimOutcome, TurnStop> {
-        let claim = ToolClaim {
-            key,
-            run_id: &self.run_id,
-            step,
-            tool,
-            side_effect: SideEffect::Read,
-            worker: self.sink.worker_id(),
-        };
-        self.context
-            .store
-            .claim_tool_call(&claim, now_secs())
-            .map_err(ledger_stop)
-    }
-
-    fn settle(&mut self, key: &str, outcome: Result<&str, &str>) -> Result<(), TurnStop> {
-        self.context
-            .store
-            .settle_tool_call(key, self.sink.worker_id(), outcome, now_secs())
-            .map_err(ledger_stop)
-    }
-
     fn model_call(
         &mut self,
         role: &str,
@@ -178,48 +159,55 @@ impl LiveIo<'_, '_> {
             self.run_id
         ));
         let tool = format!("model.{role}");
-        match self
-            .claim(&ledger_key, 0, &tool)
-            .map_err(IoError::Stopped)?
-        {
-            ClaimOutcome::Reuse(text) => {
-                return serde_json::from_str(&text)
-                    .map_err(|_| IoError::Failed(ModelFailure::BadJson))
+        let call = LedgerCall {
+            store: self.context.store,
+            run_id: &self.run_id,
+            key: &ledger_key,
+            step: 0,
+            tool: &tool,
+            side_effect: SideEffect::Read,
+            call_id: None,
+        };
+        let call_timeout = self.context.models.call_timeout;
+        let recorded = call_through_ledger(
+            &mut *self.sink,
+            &call,
+            |sink| {
+                let deadline = Instant::now() + call_timeout;
+                let result = generate_json(
+                    model.as_ref(),
+                    sink,
+                    messages,
+                    schema,
+                    max_tokens,
+                    MODEL_SEED,
+                    deadline,
+                );
+                match result {
+                    Ok((value, _)) => Ok(Ok(value.to_string())),
+                    Err(CallError::Stopped(stop)) => Err(stop),
+                    Err(err) => {
+                        tracing::warn!(role = %call.tool, "diagnostic model call failed: {err}");
+                        let failure = match err {
+                            CallError::Deadline => ModelFailure::Timeout,
+                            CallError::Unparsable(_) => ModelFailure::BadJson,
+                            other => ModelFailure::Unavailable(other.to_string()),
+                        };
+                        Ok(Err(failure_text(&failure).to_owned()))
+                    }
+                }
+            },
+            &|_| (String::new(), String::new()),
+        )
+        .map_err(IoError::Stopped)?;
+        match recorded {
+            LedgerOutcome::Settled(Ok(text)) => {
+                serde_json::from_str(&text).map_err(|_| IoError::Failed(ModelFailure::BadJson))
             }
-            ClaimOutcome::Run => {}
-            ClaimOutcome::FailedBefore(_) | ClaimOutcome::Uncertain => {
-                return Err(IoError::Failed(ModelFailure::Unavailable(
-                    "an earlier attempt failed".to_owned(),
-                )))
-            }
-        }
-        let deadline = Instant::now() + self.context.models.call_timeout;
-        let result = generate_json(
-            model.as_ref(),
-            self.sink,
-            messages,
-            schema,
-            max_tokens,
-            MODEL_SEED,
-            deadline,
-        );
-        match result {
-            Ok((value, _)) => {
-                self.settle(&ledger_key, Ok(&value.to_string()))
-                    .map_err(IoError::Stopped)?;
-                Ok(value)
-            }
-            Err(CallError::Stopped(stop)) => Err(IoError::Stopped(stop)),
-            Err(err) => {
-                let failure = match err {
-                    CallError::Deadline => ModelFailure::Timeout,
-                    CallError::Unparsable(_) => ModelFailure::BadJson,
-                    other => ModelFailure::Unavailable(other.to_string()),
-                };
-                self.settle(&ledger_key, Err(failure_text(&failure)))
-                    .map_err(IoError::Stopped)?;
-                Err(IoError::Failed(failure))
-            }
+            LedgerOutcome::Settled(Err(failure)) => Err(IoError::Failed(failure_of(&failure))),
+            LedgerOutcome::Uncertain => Err(IoError::Failed(ModelFailure::Unavailable(
+                "an earlier attempt's outcome is unknown".to_owned(),
+            ))),
         }
     }
 }
@@ -240,19 +228,21 @@ fn public_tool_error(err: &super::tools::ToolError) -> &'static str {
     }
 }
 
-/// A lost lease abandons the run; any other ledger failure fails it.
-fn ledger_stop(err: crate::store::StoreError) -> TurnStop {
-    match err {
-        crate::store::StoreError::Conflict(_) => TurnStop::Abandoned,
-        other => TurnStop::Failed(format!("the tool ledger failed: {other}")),
-    }
-}
-
+/// How a model failure is settled in the ledger.
 fn failure_text(failure: &ModelFailure) -> &'static str {
     match failure {
         ModelFailure::Timeout => "timeout",
         ModelFailure::BadJson => "bad_json",
         ModelFailure::Unavailable(_) => "unavailable",
+    }
+}
+
+/// A settled model failure, the same on the first run and on a resumed one.
+fn failure_of(text: &str) -> ModelFailure {
+    match text {
+        "timeout" => ModelFailure::Timeout,
+        "bad_json" => ModelFailure::BadJson,
+        _ => ModelFailure::Unavailable("the model call failed".to_owned()),
     }
 }
 
@@ -288,70 +278,49 @@ impl GraphIo for LiveIo<'_, '_> {
         let index: i64 = step.trim_start_matches('s').parse().unwrap_or(0);
         let key = tool_call_key(&self.run_id, index, tool, args);
         let call_id: String = key.chars().take(12).collect();
-        match self.claim(&key, index, tool).map_err(IoError::Stopped)? {
-            ClaimOutcome::Reuse(text) => {
-                let output: ToolOutput = serde_json::from_str(&text)
-                    .map_err(|_| IoError::Failed("the stored result is unreadable".to_owned()))?;
-                // Settled before a kill that came ahead of its `tool.completed`: announce
-                // it now, once, so every completed call has its event.
-                let announced = self
-                    .context
-                    .store
-                    .completion_announced(&self.run_id, &call_id)
-                    .map_err(|err| IoError::Stopped(ledger_stop(err)))?;
-                if !announced {
-                    self.sink
-                        .emit(RunEvent::ToolCompleted {
-                            call_id,
-                            name: tool.to_owned(),
-                            status: "ok".to_owned(),
-                            summary: output_summary(&output),
-                        })
-                        .map_err(IoError::Stopped)?;
-                }
-                return Ok(output);
-            }
-            ClaimOutcome::Run => {}
-            ClaimOutcome::FailedBefore(error) => return Err(IoError::Failed(error)),
-            ClaimOutcome::Uncertain => {
-                return Err(IoError::Failed(
-                    "an earlier attempt's outcome is unknown".into(),
-                ))
-            }
-        }
-        self.sink
-            .emit(RunEvent::ToolStarted {
-                call_id: call_id.clone(),
-                name: tool.to_owned(),
-            })
-            .map_err(IoError::Stopped)?;
-        let result = run_tool(self.context.source, tool, args);
-        let (status, summary) = match &result {
-            Ok(output) => ("ok", output_summary(output)),
-            Err(err) => {
-                tracing::warn!(tool, "diagnostic tool failed: {err}");
-                ("error", public_tool_error(err).to_owned())
-            }
+        let call = LedgerCall {
+            store: self.context.store,
+            run_id: &self.run_id,
+            key: &key,
+            step: index,
+            tool,
+            side_effect: SideEffect::Read,
+            call_id: Some(&call_id),
         };
-        match &result {
-            Ok(output) => {
-                let text = serde_json::to_string(output).unwrap_or_else(|_| "null".into());
-                self.settle(&key, Ok(&text)).map_err(IoError::Stopped)?;
-            }
-            Err(err) => {
-                self.settle(&key, Err(&err.to_string()))
-                    .map_err(IoError::Stopped)?;
-            }
+        let source = self.context.source;
+        let recorded = call_through_ledger(
+            &mut *self.sink,
+            &call,
+            |_| {
+                Ok(match run_tool(source, tool, args) {
+                    Ok(output) => {
+                        Ok(serde_json::to_string(&output).unwrap_or_else(|_| "null".into()))
+                    }
+                    Err(err) => {
+                        tracing::warn!(tool, "diagnostic tool failed: {err}");
+                        // Settled as its public class: never paths or source text.
+                        Err(public_tool_error(&err).to_owned())
+                    }
+                })
+            },
+            &|recorded| match recorded {
+                LedgerOutcome::Settled(Ok(text)) => match serde_json::from_str(text) {
+                    Ok(output) => ("ok".to_owned(), output_summary(&output)),
+                    Err(_) => ("error".to_owned(), "unreadable result".to_owned()),
+                },
+                LedgerOutcome::Settled(Err(error)) => ("error".to_owned(), error.clone()),
+                LedgerOutcome::Uncertain => ("error".to_owned(), "outcome unknown".to_owned()),
+            },
+        )
+        .map_err(IoError::Stopped)?;
+        match recorded {
+            LedgerOutcome::Settled(Ok(text)) => serde_json::from_str(&text)
+                .map_err(|_| IoError::Failed("the stored result is unreadable".to_owned())),
+            LedgerOutcome::Settled(Err(error)) => Err(IoError::Failed(error)),
+            LedgerOutcome::Uncertain => Err(IoError::Failed(
+                "an earlier attempt's outcome is unknown".into(),
+            )),
         }
-        self.sink
-            .emit(RunEvent::ToolCompleted {
-                call_id,
-                name: tool.to_owned(),
-                status: status.to_owned(),
-                summary,
-            })
-            .map_err(IoError::Stopped)?;
-        result.map_err(|err| IoError::Failed(public_tool_error(&err).to_owned()))
     }
 
     fn knowledge(&mut self, _key: &str, query: &str) -> Result<Vec<KnowledgeRef>, TurnStop> {

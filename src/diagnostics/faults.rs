@@ -7,8 +7,8 @@ use std::time::Duration;
 
 pub use super::score::Fault;
 use super::source::{DiagnosticSource, SourceError, SourceKind, SourceRecords};
-use crate::agent::backends::{ChatModel, ModelStream, StreamItem};
 use crate::engine::{ChatRequest, EngineError, FinishReason, GenerationEvent, GenerationSummary};
+use crate::llm::model::{ChatModel, ModelStream, StreamItem};
 
 /// A model with a fault: it never answers, answers non-JSON, or cannot be reached.
 pub struct FaultyModel {

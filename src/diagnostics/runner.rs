@@ -16,7 +16,8 @@ use super::report;
 use super::source::SourceError;
 use super::source::{DiagnosticSource, SourceKind, SourceRecords};
 use super::state::{AlertInfo, DiagnosticState, GRAPH_VERSION};
-use crate::agent::backends::{ChatModel, KnowledgeSearch};
+use crate::knowledge::KnowledgeSearch;
+use crate::llm::model::ChatModel;
 use crate::runs::{
     now_secs, DiagnosticHandler, DiagnosticInput, DiagnosticOutcome, TurnSink, TurnStop,
 };

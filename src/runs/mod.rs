@@ -9,6 +9,7 @@ mod compactions;
 mod event_log;
 pub mod events;
 mod executor;
+pub mod ledger_call;
 mod reasoning_filter;
 #[cfg(test)]
 mod tests;

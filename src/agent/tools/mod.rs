@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::backends::KnowledgeSearch;
 use super::skills::Skills;
+use crate::knowledge::KnowledgeSearch;
 use crate::store::{Role, SideEffect, Store};
 
 pub use incidents::{report_is_complete, REPORT_SAFETY_FIELDS};

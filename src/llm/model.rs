@@ -1,13 +1,10 @@
-//! The agent's seams to the world: a chat model and a knowledge search, as traits so the
-//! control plane is unit-testable with a scripted model and can later take remote
-//! backends. The real implementations (the engine's model thread, the retrieval library)
-//! are the defaults.
+//! The chat model as the agent and the diagnostic graph see it: a trait, so their control
+//! planes are unit-testable with a scripted model and can later take remote backends. The
+//! engine's model thread is the real implementation.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::engine::{ChatModelHandle, ChatRequest, EngineError, GenerationEvent, GenerationStream};
-use crate::retrieval::{Library, SearchHit, SearchMode};
 
 /// What a model stream yields when polled.
 #[derive(Debug)]
@@ -25,7 +22,7 @@ pub trait ModelStream: Send {
     fn next_timeout(&mut self, wait: Duration) -> StreamItem;
 }
 
-/// A chat model the agent can call.
+/// A chat model the agent and the diagnostic graph can call.
 pub trait ChatModel: Send + Sync {
     /// Queues a generation; `QueueFull` when the model is busy.
     fn submit(&self, request: ChatRequest) -> Result<Box<dyn ModelStream>, EngineError>;
@@ -37,17 +34,6 @@ pub trait ChatModel: Send + Sync {
     fn queued(&self) -> usize {
         0
     }
-}
-
-/// Hybrid search over the knowledge bases a caller may read.
-pub trait KnowledgeSearch: Send + Sync {
-    /// At most `limit` hits for `query` in `readable` (all knowledge bases when `None`).
-    fn search(
-        &self,
-        query: &str,
-        readable: Option<&[String]>,
-        limit: usize,
-    ) -> Result<Vec<SearchHit>, String>;
 }
 
 /// The engine's chat model thread.
@@ -81,21 +67,5 @@ impl ModelStream for EngineStream {
             Ok(Some(Ok(event))) => StreamItem::Event(event),
             Ok(Some(Err(err))) => StreamItem::Error(err),
         }
-    }
-}
-
-/// The retrieval library's hybrid search.
-pub struct LibrarySearch(pub Arc<Library>);
-
-impl KnowledgeSearch for LibrarySearch {
-    fn search(
-        &self,
-        query: &str,
-        readable: Option<&[String]>,
-        limit: usize,
-    ) -> Result<Vec<SearchHit>, String> {
-        self.0
-            .search(query, readable, SearchMode::Hybrid, limit)
-            .map_err(|err| err.to_string())
     }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::backends::{ChatModel, StreamItem};
+use super::model::{ChatModel, StreamItem};
 use crate::engine::{
     ChatMessage, ChatRequest, EngineError, GenerationEvent, GenerationSummary, ResponseFormat,
     SamplingParams,
