@@ -12,16 +12,14 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde_json::Value;
 
-use crate::agent::{Agent, AgentConfig};
+use super::app::{AppSettings, Runners};
 use crate::config::{ModelFlags, Needs};
-use crate::diagnostics::faults::{Fault, FaultyModel};
+use crate::diagnostics::faults::Fault;
 use crate::diagnostics::pack::ScenarioPack;
-use crate::diagnostics::{DiagnosticRunner, Playbooks, GRAPH_VERSION};
+use crate::diagnostics::GRAPH_VERSION;
 use crate::engine::Engine;
-use crate::knowledge::{KnowledgeSearch, LibrarySearch};
-use crate::llm::model::{ChatModel, EngineChatModel};
 use crate::retrieval::{AddedBy, RetrievalConfig};
-use crate::runs::{now_secs, EventBus, RunConfig, RunWorkers};
+use crate::runs::{now_secs, EventBus};
 use crate::store::{
     escape_untrusted, Accounts, DiagnosticStatus, DiagnosticTask, DiagnosticTasks, IncidentStatus,
     Incidents, NewIncident, Role, Runs, Store, MAX_EVENTS_PER_READ,
@@ -29,8 +27,6 @@ use crate::store::{
 
 /// The longest one task may take before the command gives up on it.
 const TASK_TIMEOUT: Duration = Duration::from_secs(900);
-/// A model call's limit under the `model_timeout` fault (the model never answers).
-const FAULT_CALL_TIMEOUT: Duration = Duration::from_secs(2);
 
 #[derive(Debug, clap::Args)]
 pub struct DiagnoseArgs {
@@ -63,7 +59,7 @@ pub struct DiagnoseArgs {
 pub struct Session {
     pub store: Arc<Store>,
     pub owner: i64,
-    workers: RunWorkers,
+    runners: Runners,
     _data: Option<tempfile::TempDir>,
 }
 
@@ -104,53 +100,17 @@ impl Session {
                 .with_context(|| format!("cannot add {}", kb.display()))?;
             library.sync("sample", &mut |_| {})?;
         }
-        let library = Arc::new(library);
-        let knowledge: Arc<dyn KnowledgeSearch> = Arc::new(LibrarySearch(library));
-        let books = Playbooks::load(options.playbooks).with_context(|| {
-            format!(
-                "cannot load the playbooks in {}",
-                options.playbooks.display()
-            )
-        })?;
-        let real: Arc<dyn ChatModel> = Arc::new(EngineChatModel(chat.clone()));
-        let faulty = |fault| -> Arc<dyn ChatModel> {
-            Arc::new(FaultyModel {
-                fault,
-                context_length: real.context_length(),
-            })
+        let settings = AppSettings {
+            playbooks_dir: options.playbooks.to_path_buf(),
+            fault: options.fault,
+            ..AppSettings::new(options.sample_kb.unwrap_or(Path::new("kb")))
         };
-        let mut runner = DiagnosticRunner::new(
+        let runners = Runners::start(
             store.clone(),
-            real.clone(),
-            &chat.info().id,
-            Some(knowledge.clone()),
-            Arc::new(books),
-            None,
-        );
-        match options.fault {
-            Some(Fault::ModelTimeout) => {
-                runner.models.planner = faulty(Fault::ModelTimeout);
-                runner.models.validator = faulty(Fault::ModelTimeout);
-                runner.models.call_timeout = FAULT_CALL_TIMEOUT;
-            }
-            Some(Fault::BadJson) => {
-                runner.models.planner = faulty(Fault::BadJson);
-                runner.models.validator = faulty(Fault::BadJson);
-            }
-            Some(Fault::ValidatorDown) => runner.models.validator = faulty(Fault::ValidatorDown),
-            Some(Fault::ToolError) => runner.failing_tools = true,
-            None => {}
-        }
-        let agent = Agent::new(store.clone(), real, Some(knowledge), AgentConfig::default());
-        let (workers, _) = RunWorkers::start(
-            store.clone(),
-            Arc::new(agent),
-            Arc::new(runner),
+            &chat,
+            Some(Arc::new(library)),
+            &settings,
             EventBus::default(),
-            RunConfig {
-                workers: 1,
-                ..RunConfig::default()
-            },
             Arc::new(crate::metrics::Metrics::new()),
         )?;
         let owner = match store.user_by_name("diagnostician") {
@@ -165,7 +125,7 @@ impl Session {
         Ok(Self {
             store,
             owner,
-            workers,
+            runners,
             _data: temp,
         })
     }
@@ -204,7 +164,7 @@ impl Session {
             GRAPH_VERSION,
             now_secs(),
         )?;
-        self.workers.wake();
+        self.runners.workers.wake();
         let run_id = task.run_id.clone().context("the task has no run")?;
         let started = Instant::now();
         let mut after = 0;
@@ -249,7 +209,7 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        self.workers.stop();
+        self.runners.stop();
     }
 }
 

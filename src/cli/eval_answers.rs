@@ -6,7 +6,7 @@
 //! ignored): `{"id", "question", "answers": [gold strings], "answerable": bool}`. Scoring
 //! is documented in tests/data/answers/README.md and the README's "Knowledge answers".
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 
 use std::io::Write;
 
-use super::eval_conversations::{chat_workers, wait_for_end};
+use super::eval_conversations::{chat_runners, wait_for_end};
 use crate::agent::tools::passage;
 use crate::agent::{faithfulness, grounded, Language};
 use crate::engine::Engine;
@@ -126,7 +126,8 @@ pub fn run(options: &Options, engine: &Engine) -> anyhow::Result<Value> {
     let now = crate::runs::now_secs();
     let user = store.create_user("evaluator", Role::Viewer, "evaluation-password-1", now)?;
     let search = LibrarySearch(library.clone());
-    let workers = chat_workers(store.clone(), library, &chat)?;
+    // The agent's skills come from the sample folder, as on a server.
+    let runners = chat_runners(store.clone(), library, &chat, Path::new("kb"))?;
     let mut transcript = match &options.transcript {
         Some(path) => Some(std::io::BufWriter::new(
             std::fs::File::create(path)
@@ -136,7 +137,7 @@ pub fn run(options: &Options, engine: &Engine) -> anyhow::Result<Value> {
     };
     let mut report = Report::default();
     for case in &cases {
-        let observed = ask(&store, &workers, user.id, &case.question)
+        let observed = ask(&store, &runners.workers, user.id, &case.question)
             .with_context(|| format!("case {}", case.id))?;
         report.score(case, &observed);
         if let Some(out) = transcript.as_mut() {
@@ -148,7 +149,7 @@ pub fn run(options: &Options, engine: &Engine) -> anyhow::Result<Value> {
             case.id, observed.status, observed.basis, observed.total_ms
         );
     }
-    workers.stop();
+    runners.stop();
     if let Some(mut out) = transcript {
         out.flush().context("cannot write the transcript")?;
     }

@@ -16,13 +16,10 @@ use anyhow::Context;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::agent::{Agent, AgentConfig};
-use crate::diagnostics::{DiagnosticRunner, Playbooks};
+use super::app::{AppSettings, Runners};
 use crate::engine::{EmbedModelHandle, Engine};
-use crate::knowledge::{KnowledgeSearch, LibrarySearch};
-use crate::llm::model::EngineChatModel;
 use crate::retrieval::{AddedBy, RetrievalConfig};
-use crate::runs::{EventBus, RunConfig, RunWorkers};
+use crate::runs::EventBus;
 use crate::store::{
     AccessControl, Accounts, Actions, Audit, Conversations, DiagnosticStatus, DiagnosticTasks,
     Incidents, NewDiagnosticTask, NewIncident, Reader, Role, Runs, Store, ToolLedger,
@@ -176,8 +173,15 @@ pub fn run(options: &Options, engine: &Engine) -> anyhow::Result<(Value, bool)> 
     build_template(template.path(), &embedder, &options.sample_kb)?;
     let mut report = Report::default();
     for case in &cases {
-        let observed = run_case(case, &base, template.path(), &chat, &embedder)
-            .with_context(|| format!("case {}", case.id))?;
+        let observed = run_case(
+            case,
+            &base,
+            &options.sample_kb,
+            template.path(),
+            &chat,
+            &embedder,
+        )
+        .with_context(|| format!("case {}", case.id))?;
         report.score(case, &observed);
         eprintln!(
             "eval: {} {} ({:.0} ms)",
@@ -220,6 +224,7 @@ pub(super) fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
 fn run_case(
     case: &Case,
     base: &Path,
+    sample_kb: &Path,
     template: &Path,
     chat: &crate::engine::ChatModelHandle,
     embedder: &EmbedModelHandle,
@@ -284,7 +289,7 @@ fn run_case(
     let owner = *users
         .get(&case.user)
         .context("the case's user is not a setup user")?;
-    let workers = chat_workers(store.clone(), library, chat)?;
+    let runners = chat_runners(store.clone(), library, chat, sample_kb)?;
     let conversation = store.create_conversation(owner, "eval", now)?;
     let mut observed = Observed::default();
     for (index, turn) in case.turns.iter().enumerate() {
@@ -295,7 +300,7 @@ fn run_case(
             turn,
             crate::runs::now_secs(),
         )?;
-        workers.wake();
+        runners.workers.wake();
         let status = wait_for_end(&store, owner, &posted.run_id)?;
         if index + 1 == case.turns.len() {
             observed = observe(&store, owner, &posted.run_id, case)?;
@@ -303,47 +308,27 @@ fn run_case(
             observed.latency_ms = started.elapsed().as_secs_f64() * 1e3;
         }
     }
-    workers.stop();
+    runners.stop();
     Ok(observed)
 }
 
-/// The run workers answering chat turns with the agent wired as the server wires it: the
-/// library as its search, the sample playbooks and skills, one worker.
-pub(super) fn chat_workers(
+/// The runners answering chat turns, built by the one app builder as the server builds
+/// them (the sample folder's skills and playbooks, the library as the search), with one
+/// worker.
+pub(super) fn chat_runners(
     store: Arc<Store>,
     library: Arc<crate::retrieval::Library>,
     chat: &crate::engine::ChatModelHandle,
-) -> anyhow::Result<RunWorkers> {
-    let search: Arc<dyn KnowledgeSearch> = Arc::new(LibrarySearch(library));
-    let agent = Agent::new(
-        store.clone(),
-        Arc::new(EngineChatModel(chat.clone())),
-        Some(search),
-        AgentConfig {
-            skills_dir: PathBuf::from("kb/skills"),
-            ..AgentConfig::default()
-        },
-    );
-    let diagnostics = DiagnosticRunner::new(
-        store.clone(),
-        Arc::new(EngineChatModel(chat.clone())),
-        &chat.info().id,
-        None,
-        Arc::new(Playbooks::load(Path::new("kb/playbooks"))?),
-        None,
-    );
-    let (workers, _) = RunWorkers::start(
-        store.clone(),
-        Arc::new(agent),
-        Arc::new(diagnostics),
+    sample_kb: &Path,
+) -> anyhow::Result<Runners> {
+    Runners::start(
+        store,
+        chat,
+        Some(library),
+        &AppSettings::new(sample_kb),
         EventBus::default(),
-        RunConfig {
-            workers: 1,
-            ..RunConfig::default()
-        },
         Arc::new(crate::metrics::Metrics::new()),
-    )?;
-    Ok(workers)
+    )
 }
 
 pub(super) fn wait_for_end(store: &Store, owner: i64, run_id: &str) -> anyhow::Result<String> {
@@ -430,7 +415,7 @@ fn observe(store: &Store, owner: i64, run_id: &str, case: &Case) -> anyhow::Resu
         ));
     }
     // Tool calls past the policy's budget.
-    let budget = AgentConfig::default().policy;
+    let budget = crate::agent::policy::PolicyConfig::default();
     let max_calls = match observed.mode.as_deref() {
         Some("bounded_react") if observed.intent.as_deref() == Some("knowledge_question") => {
             budget.knowledge.max_tool_calls

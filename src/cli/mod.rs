@@ -3,6 +3,7 @@
 //! into validated configuration, and runs the command.
 
 mod accounts;
+mod app;
 mod ask;
 mod bench;
 mod bench_context;

@@ -9,23 +9,19 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+use super::app::{AppSettings, Runners};
 use super::DataFlags;
-use crate::agent::compaction::{CompactionSettings, Compactor};
 use crate::agent::policy::PolicyConfig;
-use crate::agent::{Agent, AgentConfig};
 use crate::config::{
     AlertFlags, ConnectionFlags, KbRootFlags, ModelFlags, QuotaFlags, RetrievalFlags, ServeConfig,
 };
-use crate::diagnostics::{DiagnosticRunner, Playbooks};
 use crate::engine::Engine;
 use crate::http::{
     self, AllowedHosts, AppState, LoginLimiter, NetworkPolicy, SessionConfig, UserSlots,
 };
-use crate::knowledge::{KnowledgeSearch, LibrarySearch};
-use crate::llm::model::{ChatModel, EngineChatModel};
 use crate::metrics::Metrics;
 use crate::retrieval::{AddedBy, Library, RetrievalConfig, RetrievalError};
-use crate::runs::{CompactionWorker, EventBus, RunConfig, RunService, RunWorkers};
+use crate::runs::{EventBus, RunService};
 use crate::store::{AccessControl, Accounts, Reader, Role, Store};
 
 /// The knowledge base the sample folder becomes.
@@ -270,8 +266,8 @@ fn forget_expired_sessions(store: Arc<Store>) {
     }
 }
 
-/// Recovers interrupted runs and starts the run workers (none without a chat model); the
-/// chat agent answers their turns.
+/// Recovers interrupted runs and starts the run workers (none without a chat model), as
+/// the one app builder wires them.
 fn start_runs(
     engine: &Engine,
     store: Arc<Store>,
@@ -284,57 +280,28 @@ fn start_runs(
         tracing::warn!("no chat model loaded: chat messages are refused until one is");
         return Ok(RunService::new(store, bus, None));
     };
-    let config = RunConfig {
-        workers: usize::from(args.run_workers),
-        ..RunConfig::default()
-    };
-    let knowledge = library.map(|l| Arc::new(LibrarySearch(l)) as Arc<dyn KnowledgeSearch>);
-    let chat_model: Arc<dyn ChatModel> = Arc::new(EngineChatModel(chat.clone()));
-    let agent_config = AgentConfig {
-        policy: agent_policy(args.agent_policy.as_deref())?,
-        skills_dir: args.sample_kb.join("skills"),
+    let settings = AppSettings {
+        agent_policy: agent_policy(args.agent_policy.as_deref())?,
         max_answer_tokens: args.max_answer_tokens as usize,
-        ..AgentConfig::default()
+        run_workers: usize::from(args.run_workers),
+        diagnostics_source: args.diagnostics_source.clone(),
+        ..AppSettings::new(&args.sample_kb)
     };
-    let compactor = Compactor::new(
+    let runners = Runners::start(
         store.clone(),
-        chat_model.clone(),
-        CompactionSettings::for_window(chat_model.context_length(), agent_config.history_tokens),
-    );
-    let compactions = CompactionWorker::start(store.clone(), Arc::new(compactor));
-    let agent = Agent::new(store.clone(), chat_model, knowledge.clone(), agent_config)
-        .with_compactions(compactions);
-    let playbooks_dir = args.sample_kb.join("playbooks");
-    let books = Playbooks::load(&playbooks_dir).with_context(|| {
-        format!(
-            "cannot load the diagnostic playbooks in {}",
-            playbooks_dir.display()
-        )
-    })?;
-    let diagnostics = DiagnosticRunner::new(
-        store.clone(),
-        Arc::new(EngineChatModel(chat.clone())),
-        &chat.info().id,
-        knowledge,
-        Arc::new(books),
-        args.diagnostics_source.clone(),
-    );
-    let (workers, recovered) = RunWorkers::start(
-        store.clone(),
-        Arc::new(agent),
-        Arc::new(diagnostics),
+        chat,
+        library,
+        &settings,
         bus.clone(),
-        config,
         metrics,
-    )
-    .context("cannot recover interrupted runs")?;
-    if !recovered.is_empty() {
+    )?;
+    if !runners.recovered.is_empty() {
         tracing::warn!(
-            count = recovered.len(),
+            count = runners.recovered.len(),
             "resuming runs interrupted by a restart"
         );
     }
-    Ok(RunService::new(store, bus, Some(workers)))
+    Ok(RunService::new(store, bus, Some(runners.workers)))
 }
 
 /// The knowledge-base library, when the embedding model loaded and the data folder opens.

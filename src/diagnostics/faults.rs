@@ -3,12 +3,41 @@
 //! be reached, and a data source whose every read fails. The graph must close fail-safe
 //! under each: manual review, execution not permitted, the failure class recorded.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use super::runner::DiagnosticRunner;
 pub use super::score::Fault;
 use super::source::{DiagnosticSource, SourceError, SourceKind, SourceRecords};
 use crate::engine::{ChatRequest, EngineError, FinishReason, GenerationEvent, GenerationSummary};
 use crate::llm::model::{ChatModel, ModelStream, StreamItem};
+
+/// A model call's limit under the `model_timeout` fault (the model never answers).
+const FAULT_CALL_TIMEOUT: Duration = Duration::from_secs(2);
+
+impl DiagnosticRunner {
+    /// Puts `fault` into the runner: its models, or its data source.
+    pub fn inject(&mut self, fault: Fault) {
+        let context_length = self.models.planner.context_length();
+        let faulty = |fault| -> Arc<dyn ChatModel> {
+            Arc::new(FaultyModel {
+                fault,
+                context_length,
+            })
+        };
+        match fault {
+            Fault::ModelTimeout | Fault::BadJson => {
+                self.models.planner = faulty(fault);
+                self.models.validator = faulty(fault);
+                if fault == Fault::ModelTimeout {
+                    self.models.call_timeout = FAULT_CALL_TIMEOUT;
+                }
+            }
+            Fault::ValidatorDown => self.models.validator = faulty(fault),
+            Fault::ToolError => self.failing_tools = true,
+        }
+    }
+}
 
 /// A model with a fault: it never answers, answers non-JSON, or cannot be reached.
 pub struct FaultyModel {
