@@ -1,6 +1,7 @@
 //! Who may do what: the one table of role × capability × channel. The HTTP routes
 //! (`Caller::require`), the chat agent's tools (`Catalog::compile`, and the agent's refusal
-//! of an action intent) and the confirm API (`/api/actions/{id}/confirm`) all ask
+//! of an action intent), the confirm API (`/api/actions/{id}/confirm`) and the approval
+//! queue (`/api/approvals`) all ask
 //! `allows`, so a capability cannot be refused on one channel and granted on another.
 
 use crate::store::Role;
@@ -26,7 +27,9 @@ pub enum Capability {
     StartDiagnostic,
     /// Ask, from chat, for a recovery to be approved.
     RequestRecovery,
-    /// Approve a recovery request (nothing is executed: it records the approval).
+    /// Approve a recovery request (nothing is executed: it records the approval): by
+    /// confirming one's own when no second approver is required, or from the approval
+    /// queue (`/api/approvals`).
     ApproveRecovery,
 }
 
@@ -120,7 +123,7 @@ const TABLE: &[Rule] = &[
     Rule {
         capability: Capability::ApproveRecovery,
         roles: OPERATORS,
-        channels: &[Channel::Confirm],
+        channels: &[Channel::Http, Channel::Confirm],
     },
 ];
 
@@ -163,7 +166,8 @@ mod tests {
                 ReadKnowledge,
                 ReadIncidents,
                 SyncKnowledge,
-                StartDiagnostic
+                StartDiagnostic,
+                ApproveRecovery
             ]
         );
         assert_eq!(
@@ -176,7 +180,8 @@ mod tests {
                 ManageKnowledge,
                 ReadAudit,
                 ManageUsers,
-                StartDiagnostic
+                StartDiagnostic,
+                ApproveRecovery
             ]
         );
     }

@@ -117,8 +117,14 @@ export function getConversation(id) {
 }
 
 /** Posts a user message; resolves to {run_id, message_id, turn}. */
-export function postMessage(conversationId, content) {
-  return request('POST', `/api/conversations/${encodeURIComponent(conversationId)}/messages`, { body: { content } });
+export function postMessage(conversationId, content, { keepOriginal = false } = {}) {
+  const body = keepOriginal ? { content, keep_original: true } : { content };
+  return request('POST', `/api/conversations/${encodeURIComponent(conversationId)}/messages`, { body });
+}
+
+/** The text of one of your messages as typed, kept because you asked: {message_id, content}. */
+export function getMessageOriginal(conversationId, messageId) {
+  return request('GET', `/api/conversations/${encodeURIComponent(conversationId)}/messages/${encodeURIComponent(messageId)}/original`);
 }
 
 /** A conversation's memory: {version, through_message_id, status, degraded_reason, items, compaction}. */
@@ -161,6 +167,21 @@ export async function decideAction(id, decision, parametersHash) {
   const data = await request('POST', `/api/actions/${encodeURIComponent(id)}/${decision}`, {
     body: { parameters_hash: parametersHash },
     extraHeaders: { 'Idempotency-Key': randomUuid() },
+  });
+  return data?.action ?? data;
+}
+
+/** Recovery requests awaiting a second person's approval (operators and admins). */
+export async function listApprovals() {
+  const data = await request('GET', '/api/approvals');
+  return Array.isArray(data?.approvals) ? data.approvals : [];
+}
+
+/** Approves (`approve`) or rejects (`reject`) a recovery request awaiting approval. */
+export async function decideApproval(id, decision, parametersHash) {
+  if (decision !== 'approve' && decision !== 'reject') throw new Error(`unknown decision ${decision}`);
+  const data = await request('POST', `/api/approvals/${encodeURIComponent(id)}/${decision}`, {
+    body: { parameters_hash: parametersHash },
   });
   return data?.action ?? data;
 }

@@ -17,7 +17,7 @@ const REPORT_FIELDS = ['component', 'mechanism'];
 /** Nested objects deeper than this show as JSON text. */
 const MAX_NESTING = 2;
 /** Action statuses after which nothing can be decided any more. */
-const FINAL_STATUSES = new Set(['confirmed', 'rejected', 'expired', 'executed', 'failed']);
+const FINAL_STATUSES = new Set(['awaiting_approval', 'confirmed', 'rejected', 'expired', 'executed', 'failed']);
 
 /** A fact card for a `card` event's {kind, data}. */
 export function renderCard(kind, data) {
@@ -243,6 +243,8 @@ function outcomeText(status, result) {
     case 'confirmed':
       if (result.approval_id !== undefined) return ['action.result.approval', { id: text(result.approval_id) }];
       return ['action.result.confirmed', {}];
+    case 'awaiting_approval':
+      return ['action.result.awaiting_approval', {}];
     case 'rejected':
       return ['action.result.rejected', {}];
     case 'expired':

@@ -197,6 +197,7 @@ class ChatView {
     if (role === 'user') {
       body.appendChild(renderMarkdown(message.content ?? ''));
       article.appendChild(body);
+      if (message.has_original === true) article.appendChild(this.originalToggle(message));
       return article;
     }
     const agent = createAnswerView();
@@ -222,6 +223,28 @@ class ChatView {
       }));
     }
     return article;
+  }
+
+  /** "Show original" on a masked message whose author kept the text as typed. */
+  originalToggle(message) {
+    const shown = h('pre', { className: 'message-original', testid: 'message-original', hidden: true });
+    const button = bindText(h('button', { type: 'button', className: 'button button-small', testid: 'show-original' }), 'message.show_original');
+    button.addEventListener('click', async () => {
+      if (!shown.hidden) {
+        shown.hidden = true;
+        bindText(button, 'message.show_original');
+        return;
+      }
+      try {
+        const original = await api.getMessageOriginal(this.conversationId, message.id);
+        shown.textContent = typeof original.content === 'string' ? original.content : '';
+        shown.hidden = false;
+        bindText(button, 'message.hide_original');
+      } catch (error) {
+        this.showError(error);
+      }
+    });
+    return h('div', { className: 'message-footer' }, button, shown);
   }
 
   runNotice(runId, status, reason, timeline = null) {
@@ -269,7 +292,7 @@ class ChatView {
         // app.js sees that this id is already open and does not reload it.
         window.location.hash = `#/c/${encodeURIComponent(created.id)}`;
       }
-      const accepted = await api.postMessage(this.conversationId, content);
+      const accepted = await api.postMessage(this.conversationId, content, { keepOriginal: this.keepOriginal.checked });
       if (mine !== this.generation) return;
       this.textarea.value = '';
       this.autosize();
@@ -507,8 +530,13 @@ class ChatView {
     this.stopButton = bindText(h('button', { type: 'button', className: 'button button-danger composer-stop', testid: 'stop', hidden: true }), 'composer.stop');
     this.stopButton.addEventListener('click', () => this.stop());
     const label = bindText(h('label', { htmlFor: id, className: 'visually-hidden' }), 'composer.label');
+    // Secrets are always masked before a message is stored; this keeps the text as typed
+    // beside it, for its author alone.
+    this.keepOriginal = h('input', { type: 'checkbox', className: 'composer-keep-input', testid: 'keep-original' });
+    const keep = h('label', { className: 'composer-keep' }, this.keepOriginal, ' ',
+      bindText(h('span'), 'composer.keep_original'));
     this.composer = h('form', { className: 'composer' },
-      label, h('div', { className: 'composer-box' }, this.textarea, this.sendButton, this.stopButton));
+      label, h('div', { className: 'composer-box' }, this.textarea, this.sendButton, this.stopButton), keep);
     this.composer.addEventListener('submit', (event) => {
       event.preventDefault();
       this.send();

@@ -87,6 +87,10 @@ pub struct ServeArgs {
     /// (unset: every diagnostic tool answers "unavailable" until live connectors exist).
     #[arg(long, env = "WARDEN_DIAGNOSTICS_SOURCE")]
     diagnostics_source: Option<PathBuf>,
+    /// Let the person who requested a recovery approve it alone. Off by default: the
+    /// requester's confirmation submits it, and another operator or admin approves it.
+    #[arg(long, env = "WARDEN_ALLOW_SELF_APPROVAL")]
+    allow_self_approval: bool,
     /// TOML file of the chat agent's budgets and thresholds (README: "The chat agent").
     #[arg(long, env = "WARDEN_AGENT_POLICY")]
     agent_policy: Option<PathBuf>,
@@ -120,6 +124,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             .unwrap_or(u32::from(args.run_workers).div_ceil(2)),
     ));
     store.set_active_diagnostics_limit(Some(args.quotas.max_diagnostics_per_user));
+    store.set_second_approver_required(!args.allow_self_approval);
     let network = NetworkPolicy {
         allowed_hosts: AllowedHosts::from_origins(&args.public_origin)
             .map_err(|message| anyhow::anyhow!(message))?,

@@ -317,7 +317,8 @@ async fn confirming_a_recovery_needs_operator_or_admin_but_anyone_may_reject() {
         (StatusCode::OK, &json!("rejected"))
     );
 
-    // An operator's own recovery request is approved, and nothing runs.
+    // An operator's own recovery request is only submitted by its confirmation; another
+    // approver approves it from the queue, and nothing runs.
     let operator_task = NewDiagnosticTask {
         id: Some("diagnostic_oper".into()),
         incident_id: INCIDENT.into(),
@@ -344,14 +345,74 @@ async fn confirming_a_recovery_needs_operator_or_admin_but_anyone_may_reject() {
             ("authorization", operator.as_str()),
             ("idempotency-key", "k1"),
         ],
-        Some(body),
+        Some(body.clone()),
     )
     .await;
     assert_eq!(
         (status, &confirmed["action"]["status"]),
+        (StatusCode::OK, &json!("awaiting_approval"))
+    );
+    assert_eq!(f.count("recovery_approvals"), 0);
+    // Viewers have no approval queue; the operator sees their own request, marked so.
+    let (status, _, _) = send(
+        &app,
+        Method::GET,
+        "/api/approvals",
+        &[("authorization", viewer.as_str())],
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, queue, _) = send(
+        &app,
+        Method::GET,
+        "/api/approvals",
+        &[("authorization", operator.as_str())],
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        (
+            &queue["approvals"][0]["id"],
+            &queue["approvals"][0]["own"],
+            &queue["approvals"][0]["proposal"]
+        ),
+        (
+            &json!(action.id),
+            &json!(true),
+            &json!("restart the pooler")
+        )
+    );
+    let approve = format!("/api/approvals/{}/approve", action.id);
+    let (status, err, _) = send(
+        &app,
+        Method::POST,
+        &approve,
+        &[("authorization", operator.as_str())],
+        Some(body.clone()),
+    )
+    .await;
+    assert_eq!(
+        (status, &err["error"]["code"]),
+        (StatusCode::FORBIDDEN, &json!("forbidden"))
+    );
+    assert_eq!(f.audit_outcomes("recovery.approve"), [AuditOutcome::Denied]);
+    let admin = bearer(&f.admin.1);
+    let (status, approved, _) = send(
+        &app,
+        Method::POST,
+        &approve,
+        &[("authorization", admin.as_str())],
+        Some(body),
+    )
+    .await;
+    assert_eq!(
+        (status, &approved["action"]["status"]),
         (StatusCode::OK, &json!("confirmed"))
     );
-    assert!(confirmed["action"]["result"]["approval_id"].is_string());
+    assert!(approved["action"]["result"]["approval_id"].is_string());
+    assert_eq!(f.count("recovery_approvals"), 1);
 }
 
 #[tokio::test]

@@ -1,6 +1,8 @@
 //! Conversation routes, all owner-scoped (another user's conversation answers 404 exactly
 //! like one that does not exist): create, list, read with messages, and post a message,
-//! which persists the message with a queued run in one transaction before any work starts.
+//! which masks secrets in it and persists it with a queued run in one transaction before
+//! any work starts; with `keep_original`, the text as typed is kept for its author alone
+//! (`GET …/messages/{message_id}/original`).
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -15,12 +17,12 @@ use serde_json::json;
 use super::auth::Caller;
 use super::error::ApiError;
 use super::json::{ApiJson, ApiPath, ApiQuery};
-use super::session::audit;
+use super::session::{audit, audit_with_detail};
 use super::{blocking, AppState};
 use crate::policy::Capability;
 use crate::runs::now_secs;
 use crate::store::{
-    AuditOutcome, Conversation, ConversationCursor, Conversations, Message,
+    AuditOutcome, Conversation, ConversationCursor, Conversations, Message, MessageOriginals,
     MAX_CONVERSATIONS_PER_PAGE,
 };
 
@@ -38,6 +40,10 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/api/conversations", get(list).post(create))
         .route("/api/conversations/{id}", get(read))
         .route("/api/conversations/{id}/messages", post(post_message))
+        .route(
+            "/api/conversations/{id}/messages/{message_id}/original",
+            get(read_original),
+        )
 }
 
 #[derive(Deserialize, Default)]
@@ -50,6 +56,10 @@ struct CreateRequest {
 #[serde(deny_unknown_fields)]
 struct MessageRequest {
     content: String,
+    /// Keep the text as typed beside its masked copy, readable by its author alone (only
+    /// when something was masked).
+    #[serde(default)]
+    keep_original: bool,
 }
 
 async fn create(
@@ -132,10 +142,11 @@ async fn read(
     caller.require(Capability::Chat)?;
     let store = state.store.clone();
     let owner = caller.user.id;
-    let (conversation, messages, citations) = blocking(move || {
+    let (conversation, messages, citations, originals) = blocking(move || {
         let (conversation, messages) = store.conversation(owner, &id)?;
         let citations = store.conversation_citations(owner, &id)?;
-        Ok((conversation, messages, citations))
+        let originals = store.kept_originals(owner, &id)?;
+        Ok((conversation, messages, citations, originals))
     })
     .await?;
     let mut body = conversation_json(&conversation);
@@ -151,6 +162,9 @@ async fn read(
             if !cited.is_empty() {
                 json["citations"] = serde_json::Value::Array(cited);
             }
+            if originals.contains(&message.id) {
+                json["has_original"] = json!(true);
+            }
             json
         })
         .collect();
@@ -164,7 +178,7 @@ async fn post_message(
     ApiJson(request): ApiJson<MessageRequest>,
 ) -> Result<Response, ApiError> {
     caller.require(Capability::Chat)?;
-    let content = request.content;
+    let (content, keep_original) = (request.content, request.keep_original);
     if content.trim().is_empty() {
         return Err(ApiError::invalid("content", "the message is empty"));
     }
@@ -180,20 +194,29 @@ async fn post_message(
         ));
     }
     // The one entry point of chat text: secrets are masked before anything is stored, so
-    // no later turn's history, memory or audit row can hold what was pasted.
-    let (content, masked) = crate::agent::safety::mask_for_storage(&content);
+    // no later turn's history, memory or audit row can hold what was pasted. The text as
+    // typed is kept, beside it and for its author alone, only when they asked.
+    let (masked_content, masked) = crate::agent::safety::mask_for_storage(&content);
+    let keep_original = keep_original && !masked.is_empty();
     let store = state.store.clone();
     let owner = caller.user.id;
-    let turn =
-        blocking(move || Ok(store.add_user_message_with_run(owner, &id, &content, now_secs())?))
-            .await?;
+    let turn = blocking(move || {
+        let now = now_secs();
+        Ok(if keep_original {
+            store.add_user_message_keeping_original(owner, &id, &masked_content, &content, now)?
+        } else {
+            store.add_user_message_with_run(owner, &id, &masked_content, now)?
+        })
+    })
+    .await?;
     if !masked.is_empty() {
-        audit(
+        audit_with_detail(
             &state,
             &caller.user.name,
             "chat.input_masked",
             Some(&turn.run_id),
             AuditOutcome::Success,
+            Some(json!({ "original_kept": keep_original })),
         )
         .await;
     }
@@ -208,6 +231,26 @@ async fn post_message(
     .await;
     let body = json!({ "run_id": turn.run_id, "message_id": turn.message_id, "turn": turn.turn });
     Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+}
+
+/// The text of one of the caller's messages as typed, when they asked to keep it.
+async fn read_original(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath((id, message_id)): ApiPath<(String, String)>,
+) -> Result<Response, ApiError> {
+    caller.require(Capability::Chat)?;
+    let store = state.store.clone();
+    let owner = caller.user.id;
+    let reply_id = message_id.clone();
+    let content = blocking(move || Ok(store.message_original(owner, &id, &message_id)?)).await?;
+    let body = json!({ "message_id": reply_id, "content": content });
+    let mut response = Json(body).into_response();
+    response.headers_mut().insert(
+        axum::http::header::CACHE_CONTROL,
+        axum::http::HeaderValue::from_static("no-store"),
+    );
+    Ok(response)
 }
 
 fn conversation_json(conversation: &Conversation) -> serde_json::Value {

@@ -11,6 +11,7 @@ mod actions_tests;
 #[cfg(test)]
 mod admin_tests;
 mod anonymous_bodies;
+mod approvals;
 mod assets;
 mod audit;
 mod auth;
@@ -152,6 +153,7 @@ pub fn router(state: AppState) -> Router {
         .merge(incidents::routes())
         .merge(diagnostics::routes())
         .merge(actions::routes())
+        .merge(approvals::routes())
         .merge(users::routes())
         .merge(groups::routes())
         .merge(tokens::routes())

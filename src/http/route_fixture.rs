@@ -44,13 +44,15 @@ fn engine() -> Arc<Engine> {
         .clone()
 }
 
-/// One database with an operator and a viewer (API tokens for both), an incident, and a
+/// One database with an operator, a viewer and an admin (API tokens for each), an incident,
+/// and a
 /// diagnostic task of the viewer's.
 pub(super) struct Fixture {
     _dir: tempfile::TempDir,
     pub(super) store: Arc<Store>,
     pub(super) operator: (i64, String),
     pub(super) viewer: (i64, String),
+    pub(super) admin: (i64, String),
 }
 
 pub(super) fn fixture() -> Fixture {
@@ -63,6 +65,7 @@ pub(super) fn fixture() -> Fixture {
     };
     let operator = user("oper", Role::Operator);
     let viewer = user("vera", Role::Viewer);
+    let admin = user("ada", Role::Admin);
     let incident = NewIncident {
         id: Some(INCIDENT.into()),
         title: "db down".into(),
@@ -84,6 +87,7 @@ pub(super) fn fixture() -> Fixture {
         store,
         operator,
         viewer,
+        admin,
     }
 }
 
@@ -142,6 +146,13 @@ impl Fixture {
         self.store
             .create_pending_action(&new, now_secs())
             .expect("action")
+    }
+
+    /// Rows in `table`.
+    pub(super) fn count(&self, table: &str) -> i64 {
+        self.store
+            .read(|c| Ok(c.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))?))
+            .expect("count")
     }
 
     pub(super) fn audit_outcomes(&self, action: &str) -> Vec<AuditOutcome> {

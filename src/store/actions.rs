@@ -10,6 +10,9 @@
 //!   rejecting needs neither;
 //! - approving a recovery needs the task's report to propose one (`recovery.proposal`);
 //!   otherwise the action ends `failed`, with no approval recorded;
+//! - while a second approver is required (the default), the requester's confirmation of a
+//!   recovery request records no approval: the action becomes `awaiting_approval`, and
+//!   another operator or admin approves or rejects it (`approvals`);
 //! - a key already used for the same action, decision and parameters hash returns the
 //!   stored response (a replay); a key still in flight is a `Conflict` (409); a key used
 //!   for another action, decision or hash is a `Mismatch` (422);
@@ -19,8 +22,10 @@
 //!
 //! Confirming a `diagnostic_start` (parameters `{"incident_id"}`) creates a diagnostic task
 //! waiting for the graph with a queued `diagnostic` run and marks the action `executed`;
-//! confirming a `recovery_request` (parameters `{"diagnostic_task_id"}`) records a recovery
-//! approval and marks it `confirmed`: nothing is executed. Rejecting marks it `rejected`.
+//! confirming a `recovery_request` (parameters `{"diagnostic_task_id"}`) submits it for a
+//! second person's approval (`awaiting_approval`), or, with no second approver required,
+//! records a recovery approval and marks it `confirmed`: nothing is executed either way.
+//! Rejecting marks it `rejected`.
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::{json, Value};
@@ -57,9 +62,11 @@ text_enum!(PendingActionKind, "pending action kind", {
 
 /// Where an action stands. Only `pending` may be decided; the others are final.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum PendingActionStatus {
     Pending,
+    /// Its requester confirmed a recovery request; another person must approve it.
+    AwaitingApproval,
     /// Approved and on record (a recovery request); nothing was executed.
     Confirmed,
     Rejected,
@@ -72,6 +79,7 @@ pub enum PendingActionStatus {
 
 text_enum!(PendingActionStatus, "pending action status", {
     Pending => "pending",
+    AwaitingApproval => "awaiting_approval",
     Confirmed => "confirmed",
     Rejected => "rejected",
     Expired => "expired",
@@ -258,6 +266,7 @@ impl Actions for Store {
             run: secrets::new_id("run")?,
             approval: secrets::new_id("approval")?,
             active_diagnostics_limit: self.active_diagnostics_limit(),
+            second_approver_required: self.second_approver_required(),
         };
         match self.write(|t| decide_in(t, decision, &fresh, now))? {
             Outcome::Decided(decided) => Ok(decided),
@@ -273,6 +282,7 @@ struct FreshIds {
     run: String,
     approval: String,
     active_diagnostics_limit: Option<u32>,
+    second_approver_required: bool,
 }
 
 /// How a decision's transaction ends: committed either way.
@@ -360,7 +370,11 @@ fn decide_in(
             start_diagnostic(t, &action, fresh, now)?
         }
         (Decision::Confirm, PendingActionKind::RecoveryRequest) => {
-            approve_recovery(t, &action, fresh, now)?
+            if fresh.second_approver_required {
+                submit_recovery(t, &action)?
+            } else {
+                approve_recovery(t, &action, &fresh.approval, action.owner_id, now)?
+            }
         }
     };
     let result_text = result.as_ref().map(to_json_text).transpose()?;
@@ -458,49 +472,73 @@ fn start_diagnostic(
     Ok((PendingActionStatus::Executed, Some(result)))
 }
 
-/// Records the approval; executes nothing. `failed` when the diagnostic task is gone.
-fn approve_recovery(
-    t: &Connection,
-    action: &PendingAction,
-    fresh: &FreshIds,
-    now: i64,
-) -> Result<(PendingActionStatus, Option<Value>)> {
+/// Why a recovery request cannot be approved: its diagnostic task is gone, or its report
+/// proposes no recovery (an approval is bound to a report that proposes one). `None` when
+/// it can.
+fn unapprovable(t: &Connection, action: &PendingAction) -> Result<Option<Value>> {
     let task_id = string_parameter(&action.parameters, "diagnostic_task_id").unwrap_or_default();
     let task = match owned_task(t, action.owner_id, task_id) {
         Ok(task) => task,
         Err(StoreError::NotFound(what)) => {
             let error = format!("{what} does not exist");
-            return Ok((PendingActionStatus::Failed, Some(json!({ "error": error }))));
+            return Ok(Some(json!({ "error": error })));
         }
         Err(other) => return Err(other),
     };
-    // An approval is bound to a report that proposes a recovery: there is nothing to
-    // approve in a report that ends in manual review without a proposal.
     if recovery_proposal(task.report.as_ref()).is_none() {
         let error = format!(
             "diagnostic task `{task_id}` has no report proposing a recovery; nothing to approve"
         );
-        return Ok((PendingActionStatus::Failed, Some(json!({ "error": error }))));
+        return Ok(Some(json!({ "error": error })));
     }
+    Ok(None)
+}
+
+/// The requester's confirmation under the second-approver rule: the request waits for
+/// another person (`failed` when there is nothing to approve).
+fn submit_recovery(
+    t: &Connection,
+    action: &PendingAction,
+) -> Result<(PendingActionStatus, Option<Value>)> {
+    if let Some(failure) = unapprovable(t, action)? {
+        return Ok((PendingActionStatus::Failed, Some(failure)));
+    }
+    let result = json!({ "awaiting_approval": true });
+    Ok((PendingActionStatus::AwaitingApproval, Some(result)))
+}
+
+/// Records `approver`'s approval; executes nothing. `failed` when the diagnostic task is
+/// gone or its report proposes no recovery.
+pub(super) fn approve_recovery(
+    t: &Connection,
+    action: &PendingAction,
+    approval_id: &str,
+    approver: i64,
+    now: i64,
+) -> Result<(PendingActionStatus, Option<Value>)> {
+    if let Some(failure) = unapprovable(t, action)? {
+        return Ok((PendingActionStatus::Failed, Some(failure)));
+    }
+    let task_id = string_parameter(&action.parameters, "diagnostic_task_id").unwrap_or_default();
     t.execute(
         "INSERT INTO recovery_approvals (id, action_id, diagnostic_task_id, approved_by,
              parameters_hash, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         params![
-            fresh.approval,
+            approval_id,
             action.id,
             task_id,
-            action.owner_id,
+            approver,
             action.parameters_hash,
             now
         ],
     )?;
-    let result = json!({ "approval_id": fresh.approval });
+    let result = json!({ "approval_id": approval_id });
     Ok((PendingActionStatus::Confirmed, Some(result)))
 }
 
 /// The recovery a diagnostic report proposes (`recovery.proposal`, non-empty), if any.
-fn recovery_proposal(report: Option<&Value>) -> Option<&Value> {
+pub(super) fn recovery_proposal(report: Option<&Value>) -> Option<&Value> {
     report?
         .get("recovery")?
         .get("proposal")
@@ -588,7 +626,7 @@ fn check_idempotency_key(key: &str) -> Result<()> {
     Ok(())
 }
 
-fn expired(id: &str) -> StoreError {
+pub(super) fn expired(id: &str) -> StoreError {
     StoreError::Conflict(format!("action `{id}` has expired; ask again"))
 }
 
@@ -639,10 +677,11 @@ fn owned_action(c: &Connection, owner: i64, id: &str) -> Result<PendingAction> {
     .ok_or_else(|| StoreError::NotFound(format!("action `{id}`")))
 }
 
-const ACTION_COLUMNS: &str = "id, kind, target, reason, parameters, parameters_hash, run_id, \
+pub(super) const ACTION_COLUMNS: &str =
+    "id, kind, target, reason, parameters, parameters_hash, run_id, \
      owner_id, status, result, expires_at, created_at, decided_at";
 
-fn action_from_row(row: &Row<'_>) -> rusqlite::Result<PendingAction> {
+pub(super) fn action_from_row(row: &Row<'_>) -> rusqlite::Result<PendingAction> {
     let result: Option<String> = row.get(9)?;
     let result = result
         .map(|text| serde_json::from_str(&text))

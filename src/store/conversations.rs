@@ -258,45 +258,7 @@ impl Conversations for Store {
         content: &str,
         now: i64,
     ) -> Result<NewTurn> {
-        let message_id = secrets::new_id("msg")?;
-        let run_id = secrets::new_id("run")?;
-        let limit = self.queued_runs_limit();
-        self.write(|t| {
-            owned_conversation(t, owner, conversation_id)?;
-            if let Some(limit) = limit {
-                let queued: i64 = t.query_row(
-                    "SELECT COUNT(*) FROM runs WHERE owner_id = ?1 AND status = 'queued'",
-                    [owner],
-                    |r| r.get(0),
-                )?;
-                if queued >= i64::from(limit) {
-                    return Err(StoreError::QuotaExceeded(format!(
-                        "you have {queued} messages waiting for an answer (the most is {limit}); \
-                         wait for them or cancel some"
-                    )));
-                }
-            }
-            let turn: i64 = t.query_row(
-                "SELECT COALESCE(MAX(turn), 0) + 1 FROM messages WHERE conversation_id = ?1",
-                [conversation_id],
-                |r| r.get(0),
-            )?;
-            runs::insert_queued_run(t, &run_id, owner, conversation_id, turn, now)?;
-            let message = MessageInsert {
-                id: &message_id,
-                conversation_id,
-                turn,
-                role: MessageRole::User,
-                content,
-                run_id: &run_id,
-            };
-            insert_message(t, &message, now)?;
-            Ok(NewTurn {
-                turn,
-                message_id,
-                run_id,
-            })
-        })
+        self.add_user_turn(owner, conversation_id, content, None, now)
     }
 
     fn complete_turn(&self, run_id: &str, assistant_content: &str, now: i64) -> Result<String> {
@@ -380,7 +342,7 @@ impl Conversations for Store {
 const CONVERSATION_COLUMNS: &str = "id, owner_id, title, created_at, updated_at";
 
 /// The conversation if `owner` owns it; `NotFound` alike for missing and not owned.
-fn owned_conversation(c: &Connection, owner: i64, id: &str) -> Result<Conversation> {
+pub(super) fn owned_conversation(c: &Connection, owner: i64, id: &str) -> Result<Conversation> {
     c.query_row(
         &format!(
             "SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = ?1 AND owner_id = ?2"
@@ -514,6 +476,67 @@ fn conversation_from_row(row: &Row<'_>) -> rusqlite::Result<Conversation> {
         created_at: row.get(3)?,
         updated_at: row.get(4)?,
     })
+}
+
+impl Store {
+    /// The user message for the next turn and its `queued` run, in one transaction, with
+    /// the message's `original` text kept beside it when its author asked
+    /// (`message_originals`).
+    pub(super) fn add_user_turn(
+        &self,
+        owner: i64,
+        conversation_id: &str,
+        content: &str,
+        original: Option<&str>,
+        now: i64,
+    ) -> Result<NewTurn> {
+        let message_id = secrets::new_id("msg")?;
+        let run_id = secrets::new_id("run")?;
+        let limit = self.queued_runs_limit();
+        self.write(|t| {
+            owned_conversation(t, owner, conversation_id)?;
+            if let Some(limit) = limit {
+                let queued: i64 = t.query_row(
+                    "SELECT COUNT(*) FROM runs WHERE owner_id = ?1 AND status = 'queued'",
+                    [owner],
+                    |r| r.get(0),
+                )?;
+                if queued >= i64::from(limit) {
+                    return Err(StoreError::QuotaExceeded(format!(
+                        "you have {queued} messages waiting for an answer (the most is {limit}); \
+                         wait for them or cancel some"
+                    )));
+                }
+            }
+            let turn: i64 = t.query_row(
+                "SELECT COALESCE(MAX(turn), 0) + 1 FROM messages WHERE conversation_id = ?1",
+                [conversation_id],
+                |r| r.get(0),
+            )?;
+            runs::insert_queued_run(t, &run_id, owner, conversation_id, turn, now)?;
+            let message = MessageInsert {
+                id: &message_id,
+                conversation_id,
+                turn,
+                role: MessageRole::User,
+                content,
+                run_id: &run_id,
+            };
+            insert_message(t, &message, now)?;
+            if let Some(original) = original {
+                t.execute(
+                    "INSERT INTO message_originals (message_id, content, created_at)
+                     VALUES (?1, ?2, ?3)",
+                    params![message_id, original, now],
+                )?;
+            }
+            Ok(NewTurn {
+                turn,
+                message_id,
+                run_id,
+            })
+        })
+    }
 }
 
 fn message_from_row(row: &Row<'_>) -> rusqlite::Result<Message> {

@@ -389,6 +389,43 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX compaction_jobs_queue ON compaction_jobs(status, not_before);
     "#,
+    // 10: a recovery request its requester confirmed waits for a second person's approval
+    // (`awaiting_approval`; the table is rebuilt to widen its status check), and the
+    // original text of masked messages whose authors asked to keep it.
+    r#"
+    CREATE TABLE pending_actions_v10 (
+        id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL CHECK (kind IN ('diagnostic_start', 'recovery_request')),
+        target TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        parameters TEXT NOT NULL CHECK (json_valid(parameters)),
+        parameters_hash TEXT NOT NULL,
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        owner_id INTEGER NOT NULL REFERENCES users(id),
+        status TEXT NOT NULL CHECK (status IN ('pending', 'awaiting_approval', 'confirmed',
+                                                'rejected', 'expired', 'executed', 'failed')),
+        result TEXT CHECK (result IS NULL OR json_valid(result)),
+        expires_at INTEGER NOT NULL,
+        decided_by INTEGER REFERENCES users(id),
+        decided_at INTEGER,
+        created_at INTEGER NOT NULL
+    );
+    INSERT INTO pending_actions_v10 SELECT id, kind, target, reason, parameters,
+        parameters_hash, run_id, owner_id, status, result, expires_at, decided_by, decided_at,
+        created_at FROM pending_actions;
+    DROP TABLE pending_actions;
+    ALTER TABLE pending_actions_v10 RENAME TO pending_actions;
+    CREATE INDEX pending_actions_owner ON pending_actions(owner_id, created_at);
+    CREATE INDEX pending_actions_status ON pending_actions(status, created_at);
+
+    -- The unmasked text of a message whose secrets were masked, kept only when its author
+    -- asked: read by the conversation's owner alone, never by the model, memory or audit.
+    CREATE TABLE message_originals (
+        message_id TEXT PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
+        content TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+    );
+    "#,
 ];
 
 /// The schema version this build creates.
@@ -460,6 +497,7 @@ mod tests {
         "17ee9b5dd174b87cc8eba7a38d448bf610a6c3197e4a9d7b7a225b0ee41c9be0",
         "70a4f852d6aa40d60727c1376eee9b25c111390f068b8ac46c35533446fbccb2",
         "5e6c276b8645391c75117152ee11369a94b0d9d1bbbfc6aa86e2c1567923e5f8",
+        "ae472a2edbb275028672702cc8584458cd3b4c319e3defa5d4c4963d716b9841",
     ];
 
     #[test]
@@ -567,6 +605,60 @@ mod tests {
             foreign_keys, 1,
             "foreign keys are enforced again after migrating"
         );
+    }
+
+    #[test]
+    fn a_version_9_database_keeps_its_actions_and_approvals_through_the_actions_rebuild() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.db");
+        {
+            let connection = Connection::open(&path).unwrap();
+            connection
+                .pragma_update(None, "foreign_keys", "ON")
+                .unwrap();
+            for sql in &MIGRATIONS[..9] {
+                connection.execute_batch(sql).unwrap();
+            }
+            connection.pragma_update(None, "user_version", 9).unwrap();
+            connection
+                .execute_batch(
+                    "INSERT INTO users (id, name, role, password_hash, created_at)
+                         VALUES (1, 'ann', 'operator', 'x', 1);
+                     INSERT INTO conversations (id, owner_id, title, created_at, updated_at)
+                         VALUES ('c1', 1, 't', 1, 1);
+                     INSERT INTO runs (id, kind, owner_id, conversation_id, turn, status,
+                                       created_at, updated_at)
+                         VALUES ('r1', 'chat_turn', 1, 'c1', 1, 'completed', 1, 1);
+                     INSERT INTO pending_actions (id, kind, target, reason, parameters,
+                             parameters_hash, run_id, owner_id, status, result, expires_at,
+                             decided_by, decided_at, created_at)
+                         VALUES ('act_1', 'recovery_request', 't', 'r', '{}', 'h', 'r1', 1,
+                                 'confirmed', '{\"approval_id\":\"approval_1\"}', 99, 1, 5, 2);
+                     INSERT INTO recovery_approvals (id, action_id, diagnostic_task_id,
+                             approved_by, parameters_hash, created_at)
+                         VALUES ('approval_1', 'act_1', 'd1', 1, 'h', 5);",
+                )
+                .unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        use crate::store::Actions;
+        let action = store.pending_action(1, "act_1").unwrap();
+        assert_eq!(
+            (action.status, action.decided_at, action.expires_at),
+            (crate::store::PendingActionStatus::Confirmed, Some(5), 99)
+        );
+        assert_eq!(store.recovery_approvals_count().unwrap(), 1);
+        assert!(store.integrity_check().unwrap().is_empty());
+        let broken: i64 = store
+            .read(|c| {
+                Ok(
+                    c.query_row("SELECT COUNT(*) FROM pragma_foreign_key_check", [], |r| {
+                        r.get(0)
+                    })?,
+                )
+            })
+            .unwrap();
+        assert_eq!(broken, 0);
     }
 
     #[test]

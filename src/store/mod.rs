@@ -9,6 +9,7 @@
 mod access;
 mod accounts;
 mod actions;
+mod approvals;
 mod audit;
 mod compactions;
 mod conversations;
@@ -19,6 +20,7 @@ mod ledger;
 mod maintenance;
 mod memory;
 mod migrations;
+mod originals;
 mod passwords;
 mod routes;
 mod runs;
@@ -26,7 +28,7 @@ mod secrets;
 mod text_enum;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -45,6 +47,7 @@ pub use actions::{
     parameters_hash, ActionDecision, Actions, DecidedAction, Decision, NewPendingAction,
     PendingAction, PendingActionKind, PendingActionStatus, MAX_IDEMPOTENCY_KEY_CHARS,
 };
+pub use approvals::{ApprovalDecision, AwaitingRecovery, RecoveryApprovals};
 pub use audit::{
     escape_untrusted, Audit, AuditEntry, AuditFilter, AuditOutcome, AuditPage, AuditRow,
     MAX_AUDIT_ROWS_PER_READ, SYSTEM_ACTOR,
@@ -73,6 +76,7 @@ pub use memory::{
     ConversationMemory, Memory, MemoryItem, MemoryKind, MemoryStatus, MemoryWrite, NewMemoryItem,
     Trust, MAX_MEMORY_CHARS, MAX_MEMORY_ITEMS, MAX_MEMORY_ITEM_CHARS,
 };
+pub use originals::MessageOriginals;
 pub use passwords::{MAX_PASSWORD_CHARS, MAX_USER_NAME_CHARS, MIN_PASSWORD_CHARS};
 pub use routes::{RouteRecord, RouteRecords};
 pub use runs::{Event, NewEvent, Run, RunKind, RunStatus, Runs, MAX_EVENTS_PER_READ};
@@ -137,6 +141,8 @@ pub struct Store {
     running_runs_limit: AtomicU32,
     /// Most diagnostic tasks one owner may have in progress (0: no limit).
     active_diagnostics_limit: AtomicU32,
+    /// Whether a recovery its requester confirmed still needs a second person's approval.
+    second_approver_required: AtomicBool,
 }
 
 impl Store {
@@ -159,7 +165,19 @@ impl Store {
             queued_runs_limit: AtomicU32::new(0),
             running_runs_limit: AtomicU32::new(0),
             active_diagnostics_limit: AtomicU32::new(0),
+            second_approver_required: AtomicBool::new(true),
         })
+    }
+
+    /// Whether a recovery request needs an approver other than its requester (on unless
+    /// set off): the requester's confirmation then only submits it for approval.
+    pub fn set_second_approver_required(&self, required: bool) {
+        self.second_approver_required
+            .store(required, Ordering::Relaxed);
+    }
+
+    fn second_approver_required(&self) -> bool {
+        self.second_approver_required.load(Ordering::Relaxed)
     }
 
     /// Sets the most queued chat runs one owner may have (`None`: no limit); a message

@@ -18,6 +18,7 @@ const TIMEOUT_MS = 20_000;
 const POLL_INTERVAL_MS = 100;
 const ADMIN = { name: 'alice', password: 'correct-horse' };
 const VIEWER = { name: 'vera', password: 'viewer-horse' };
+const OPERATOR = { name: 'otto', password: 'operator-horse' };
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const artifacts = join(process.env.WARDEN_ARTIFACTS || 'tests/artifacts/browser', 'agent');
 
@@ -349,14 +350,62 @@ test('a viewer cannot approve a recovery but may reject it', async () => {
   }
 });
 
-test('an operator approving a recovery sees the approval id', async () => {
+test('a confirmed recovery waits for a second person, who approves it in the queue', async () => {
   const page = await signedInPage();
   try {
     const card = (await ask(page, '[[recover]] Restart the pooler.')).getByTestId('confirmation');
     await card.getByTestId('confirm').click();
-    await expectText(card.getByTestId('confirmation-result'), 'Recovery approved as approval_');
-    assert.equal(await card.getAttribute('data-status'), 'confirmed');
-    await expectText(card.getByTestId('confirmation-status'), 'approved');
+    await expectText(card.getByTestId('confirmation-result'), 'Submitted for approval');
+    assert.equal(await card.getAttribute('data-status'), 'awaiting_approval');
+    await expectText(card.getByTestId('confirmation-status'), 'awaiting approval');
+    // The requester sees their own request in the queue, and cannot approve it.
+    await page.goto(`${mock.url}#/diagnostics`);
+    const own = page.getByTestId('approval-item').first();
+    await expectText(own.getByTestId('approval-own'), 'someone else must approve it');
+    assert.equal(await own.getByTestId('approval-approve').isDisabled(), true);
+    assertNoProblems();
+  } finally {
+    await page.close();
+  }
+  const approver = await signedInPage({}, OPERATOR);
+  try {
+    await approver.goto(`${mock.url}#/diagnostics`);
+    const item = approver.getByTestId('approval-item').first();
+    await expectText(item, 'requested by alice');
+    await expectText(item.getByTestId('approval-proposal'), 'Restart the checkout-db connection pooler');
+    await approver.screenshot({ path: join(artifacts, 'approval-queue.png') });
+    await item.getByTestId('approval-approve').click();
+    await expectText(item.getByTestId('approval-outcome'), 'Approved as approval_');
+    const decision = mock.state.decisions.find((d) => d.by === 'otto');
+    assert.equal(decision?.decision, 'approve');
+    assertNoProblems();
+  } finally {
+    await approver.close();
+  }
+  // A viewer has no approval queue.
+  const viewer = await signedInPage({}, VIEWER);
+  try {
+    await viewer.goto(`${mock.url}#/diagnostics`);
+    await viewer.getByTestId('diag-list').waitFor();
+    assert.equal(await viewer.getByTestId('diag-approvals-section').count(), 0);
+  } finally {
+    await viewer.close();
+  }
+});
+
+test('a kept original is shown to its author on request, the stored text stays masked', async () => {
+  const page = await signedInPage();
+  try {
+    await page.getByTestId('keep-original').check();
+    await ask(page, 'The database password is Hunter2-Secret, why does login fail?');
+    await page.reload();
+    const mine = page.locator('[data-testid="message"][data-role="user"]').last();
+    await expectText(mine.getByTestId('message-body'), '[masked:password]');
+    assert.ok(!(await mine.getByTestId('message-body').textContent()).includes('Hunter2-Secret'));
+    await mine.getByTestId('show-original').click();
+    await expectText(mine.getByTestId('message-original'), 'Hunter2-Secret');
+    await mine.getByTestId('show-original').click();
+    assert.equal(await mine.getByTestId('message-original').isHidden(), true);
     assertNoProblems();
   } finally {
     await page.close();

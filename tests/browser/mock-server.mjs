@@ -190,7 +190,8 @@ async function handle(state, options, request, response) {
   if ((match = route(/^\/api\/conversations\/(\d+)$/)) && method === 'GET') {
     const conversation = ownedConversation(state, user, match[1]);
     if (!conversation) return sendError(response, 404, 'not_found', 'no such conversation');
-    const messages = [...conversation.messages].sort((a, b) => a.turn - b.turn || (a.role === 'user' ? -1 : 1));
+    const messages = [...conversation.messages].sort((a, b) => a.turn - b.turn || (a.role === 'user' ? -1 : 1))
+      .map(({ original, ...message }) => message);
     return sendJson(response, 200, { ...conversationSummary(conversation), messages });
   }
   if ((match = route(/^\/api\/conversations\/(\d+)\/messages$/)) && method === 'POST') {
@@ -200,7 +201,22 @@ async function handle(state, options, request, response) {
     if (!body || typeof body.content !== 'string' || body.content.trim() === '') {
       return sendError(response, 400, 'bad_request', 'content must be a non-empty string');
     }
-    return sendJson(response, 202, postMessage(state, conversation, body.content, user));
+    // As the real server: secrets are masked before the message is stored; the text as
+    // typed is kept only when asked, for its author alone.
+    const masked = body.content.replace(/(password\s+(?:is|was)\s+)\S+/gi, '$1[masked:password]');
+    const accepted = postMessage(state, conversation, masked, user);
+    if (body.keep_original === true && masked !== body.content) {
+      const stored = conversation.messages.find((message) => message.id === accepted.message_id);
+      stored.original = body.content;
+      stored.has_original = true;
+    }
+    return sendJson(response, 202, accepted);
+  }
+  if ((match = route(/^\/api\/conversations\/(\d+)\/messages\/(\d+)\/original$/)) && method === 'GET') {
+    const conversation = ownedConversation(state, user, match[1]);
+    const message = conversation?.messages.find((candidate) => String(candidate.id) === match[2]);
+    if (!message || typeof message.original !== 'string') return sendError(response, 404, 'not_found', 'no kept original');
+    return sendJson(response, 200, { message_id: message.id, content: message.original });
   }
   const memory = await handleMemory(state, user, method, path, request, response, { readJson, sendJson, sendError, ownedConversation });
   if (memory !== false) return undefined;
@@ -226,6 +242,10 @@ async function handle(state, options, request, response) {
   }
   if ((match = route(/^\/api\/actions\/([A-Za-z0-9_-]+)\/(confirm|reject)$/)) && method === 'POST') {
     return decideAction(state, user, match[1], match[2], request, response);
+  }
+  if (method === 'GET' && path === '/api/approvals') return listApprovals(state, user, response);
+  if ((match = route(/^\/api\/approvals\/([A-Za-z0-9_-]+)\/(approve|reject)$/)) && method === 'POST') {
+    return decideApproval(state, user, match[1], match[2], request, response);
   }
   if (method === 'GET' && path === '/api/incidents') return sendJson(response, 200, { incidents: state.incidents });
   if ((match = route(/^\/api\/incidents\/([A-Za-z0-9_-]+)$/)) && method === 'GET') {
@@ -849,10 +869,53 @@ async function decideAction(state, user, id, decision, request, response) {
     action.status = 'executed';
     action.result = { diagnostic_task_id: `diagnostic_${randomBytes(4).toString('hex')}`, run_id: `run_${randomBytes(4).toString('hex')}`, status: 'waiting_for_graph' };
   } else {
+    // As the real server by default: the requester's confirmation only submits the
+    // recovery; a second person approves it from the queue.
+    action.status = 'awaiting_approval';
+    action.result = { awaiting_approval: true };
+  }
+  return record(200, { action: publicAction(action) });
+}
+
+/** GET /api/approvals: recovery requests awaiting approval (operators and admins only). */
+function listApprovals(state, user, response) {
+  if (user.role !== 'operator' && user.role !== 'admin') return sendError(response, 403, 'forbidden', 'approving a recovery needs an operator or admin');
+  const waiting = [...state.actions.values()].filter((action) => action.status === 'awaiting_approval');
+  const approvals = waiting.map((action) => ({
+    id: action.id, target: action.target, reason: action.reason, parameters: action.parameters,
+    parameters_hash: action.parameters_hash,
+    requester: state.users.find((candidate) => candidate.id === action.owner_id)?.name ?? '',
+    own: action.owner_id === user.id,
+    diagnostic_task_id: action.parameters.diagnostic_task_id ?? '', incident_id: 'INC-1042',
+    root_cause: 'connection pool exhaustion in checkout-db',
+    proposal: 'Restart the checkout-db connection pooler',
+    expires_at: action.expires_at, created_at: action.created_at,
+  }));
+  return sendJson(response, 200, { approvals });
+}
+
+/**
+ * POST /api/approvals/{id}/approve|reject {parameters_hash}: 403 for a viewer and for the
+ * requester, 404 unless awaiting approval, 409 once decided, 422 for another hash.
+ */
+async function decideApproval(state, user, id, decision, request, response) {
+  const body = await readJson(request);
+  if (user.role !== 'operator' && user.role !== 'admin') return sendError(response, 403, 'forbidden', 'approving a recovery needs an operator or admin');
+  const action = state.actions.get(id);
+  if (!action || action.kind !== 'recovery_request' || action.status === 'pending') return sendError(response, 404, 'not_found', `approval \`${id}\` not found`);
+  if (action.status !== 'awaiting_approval') return sendError(response, 409, 'conflict', `action \`${id}\` was already decided (${action.status})`);
+  if (action.owner_id === user.id) return sendError(response, 403, 'forbidden', 'a recovery must be approved by someone other than the person who requested it');
+  if (!body || body.parameters_hash !== action.parameters_hash) return sendError(response, 422, 'parameters_changed', 'the parameters changed since the action was proposed');
+  action.decided_at = unixNow();
+  if (decision === 'reject') {
+    action.status = 'rejected';
+    action.result = null;
+  } else {
     action.status = 'confirmed';
     action.result = { approval_id: `approval_${randomBytes(4).toString('hex')}` };
   }
-  return record(200, { action: publicAction(action) });
+  state.decisions.push({ actionId: id, decision, key: null, status: 200, by: user.name });
+  return sendJson(response, 200, { action: publicAction(action) });
 }
 
 // --- Server-Sent Events -------------------------------------------------------------------------

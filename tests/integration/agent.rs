@@ -153,6 +153,41 @@ fn a_secret_pasted_in_turn_one_never_reaches_a_later_turn_or_the_audit_log() {
         audit.to_string().contains("chat.input_masked"),
         "the masking was not audited: {audit}"
     );
+
+    // Asked to keep it, the text as typed is kept beside its masked copy, for its author
+    // alone; what the model, memory and audit read is still masked.
+    let path = format!("/api/conversations/{id}/messages");
+    let (status, kept) = post(
+        &server,
+        &token,
+        &path,
+        &json!({"content": first, "keep_original": true}),
+        &[],
+    );
+    assert_eq!(status, 202, "{kept}");
+    let message = kept["message_id"].as_str().expect("message id").to_owned();
+    let (_, stored) = get(&server, &token, &format!("/api/conversations/{id}"));
+    let last = stored["messages"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["id"] == message.as_str()))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(last["has_original"], true, "{stored}");
+    assert!(!last["content"].to_string().contains(SECRET), "{last}");
+    let original = format!("/api/conversations/{id}/messages/{message}/original");
+    let (status, raw) = get(&server, &token, &original);
+    assert_eq!(
+        (status, raw["content"].as_str()),
+        (200, Some(first.as_str()))
+    );
+    let data = server.data().to_path_buf();
+    crate::util::add_user(&data, "vera", "viewer", "viewer-password-1");
+    let other = crate::util::create_token(&data, "vera");
+    let (status, _) = get(&server, &other, &original);
+    assert_eq!(status, 404, "another user reads no original");
+    let (_, audit) = get(&server, &token, "/api/audit?limit=200");
+    assert!(!audit.to_string().contains(SECRET), "{audit}");
+    assert!(audit.to_string().contains("original_kept"), "{audit}");
 }
 
 #[test]

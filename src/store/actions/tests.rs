@@ -6,8 +6,8 @@ use serde_json::json;
 
 use super::*;
 use crate::store::{
-    Accounts, Conversations, DiagnosticTasks, IncidentStatus, Incidents, NewDiagnosticTask,
-    NewIncident, Role, RunKind, RunStatus, Runs,
+    Accounts, ApprovalDecision, Conversations, DiagnosticTasks, IncidentStatus, Incidents,
+    NewDiagnosticTask, NewIncident, RecoveryApprovals, Role, RunKind, RunStatus, Runs,
 };
 
 const INCIDENT: &str = "incident_db-down";
@@ -327,6 +327,9 @@ fn confirming_a_diagnostic_start_creates_a_task_with_a_queued_diagnostic_run() {
 #[test]
 fn confirming_a_recovery_request_records_an_approval_and_executes_nothing() {
     let f = fixture();
+    // Self-approval allowed (`--allow-self-approval`): the requester's confirmation is the
+    // approval.
+    f.store.set_second_approver_required(false);
     let action = f.recovery_request();
     let runs_before = f.count("runs");
     let decided = f
@@ -638,4 +641,128 @@ fn a_confirmation_whose_target_vanished_fails_the_action() {
         .unwrap()
         .contains(INCIDENT));
     assert_eq!(f.count("runs WHERE kind = 'diagnostic'"), 0);
+}
+
+/// bob's decision on ann's recovery request in the approval queue.
+fn approval<'a>(
+    f: &Fixture,
+    action: &'a PendingAction,
+    decision: Decision,
+) -> ApprovalDecision<'a> {
+    ApprovalDecision {
+        approver_id: f.bob,
+        approver_can_approve: true,
+        action_id: &action.id,
+        decision,
+        parameters_hash: &action.parameters_hash,
+    }
+}
+
+#[test]
+fn a_requesters_confirmation_only_submits_a_recovery_and_another_person_approves_it() {
+    let f = fixture();
+    let action = f.recovery_request();
+    // Not submitted yet: not in the queue, and not decidable from it.
+    assert!(f.store.recoveries_awaiting_approval(10).unwrap().is_empty());
+    assert!(matches!(
+        f.store
+            .decide_recovery_approval(&approval(&f, &action, Decision::Confirm), 15),
+        Err(StoreError::NotFound(_))
+    ));
+    let submitted = f
+        .store
+        .decide_action(&confirm(&f, &action, "k1"), 20)
+        .unwrap();
+    assert_eq!(
+        submitted.action.status,
+        PendingActionStatus::AwaitingApproval
+    );
+    assert_eq!(f.count("recovery_approvals"), 0);
+    let waiting = f.store.recoveries_awaiting_approval(10).unwrap();
+    assert_eq!(waiting.len(), 1);
+    assert_eq!(
+        (
+            waiting[0].requester.as_str(),
+            waiting[0].incident_id.as_str(),
+            waiting[0].proposal.clone()
+        ),
+        ("ann", INCIDENT, json!("free space on /var"))
+    );
+    // The requester cannot approve it, even with an approver's role.
+    let own = ApprovalDecision {
+        approver_id: f.ann,
+        ..approval(&f, &action, Decision::Confirm)
+    };
+    assert!(matches!(
+        f.store.decide_recovery_approval(&own, 21),
+        Err(StoreError::Forbidden(_))
+    ));
+    // An approver must repeat the parameters they were shown.
+    let stale = ApprovalDecision {
+        parameters_hash: "0000",
+        ..approval(&f, &action, Decision::Confirm)
+    };
+    assert!(matches!(
+        f.store.decide_recovery_approval(&stale, 21),
+        Err(StoreError::Mismatch(_))
+    ));
+    let approved = f
+        .store
+        .decide_recovery_approval(&approval(&f, &action, Decision::Confirm), 22)
+        .unwrap();
+    assert_eq!(approved.status, PendingActionStatus::Confirmed);
+    let approver: i64 = f
+        .store
+        .read(|c| {
+            Ok(c.query_row(
+                "SELECT approved_by FROM recovery_approvals WHERE action_id = ?1",
+                [&action.id],
+                |r| r.get(0),
+            )?)
+        })
+        .unwrap();
+    assert_eq!(approver, f.bob);
+    assert!(matches!(
+        f.store
+            .decide_recovery_approval(&approval(&f, &action, Decision::Reject), 23),
+        Err(StoreError::Conflict(_))
+    ));
+    assert!(f.store.recoveries_awaiting_approval(10).unwrap().is_empty());
+    assert_eq!(f.count("runs"), 1);
+}
+
+#[test]
+fn an_approver_needs_the_role_a_rejection_records_nothing_and_expiry_holds() {
+    let f = fixture();
+    let action = f.recovery_request();
+    f.store
+        .decide_action(&confirm(&f, &action, "k1"), 20)
+        .unwrap();
+    let no_role = ApprovalDecision {
+        approver_can_approve: false,
+        ..approval(&f, &action, Decision::Confirm)
+    };
+    assert!(matches!(
+        f.store.decide_recovery_approval(&no_role, 21),
+        Err(StoreError::Forbidden(_))
+    ));
+    let rejected = f
+        .store
+        .decide_recovery_approval(&approval(&f, &action, Decision::Reject), 22)
+        .unwrap();
+    assert_eq!(rejected.status, PendingActionStatus::Rejected);
+    assert_eq!(f.count("recovery_approvals"), 0);
+    // A submitted request past its expiry can no longer be approved.
+    let late = f.recovery_request();
+    f.store
+        .decide_action(&confirm(&f, &late, "k2"), 30)
+        .unwrap();
+    assert!(matches!(
+        f.store
+            .decide_recovery_approval(&approval(&f, &late, Decision::Confirm), EXPIRES),
+        Err(StoreError::Conflict(_))
+    ));
+    let after = f.store.pending_action(f.ann, &late.id).unwrap();
+    assert_eq!(after.status, PendingActionStatus::Expired);
+    assert_eq!(f.count("recovery_approvals"), 0);
 }
