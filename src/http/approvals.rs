@@ -20,7 +20,8 @@ use super::{blocking, AppState};
 use crate::policy::{allows, Capability, Channel};
 use crate::runs::now_secs;
 use crate::store::{
-    ApprovalDecision, AuditOutcome, AwaitingRecovery, Decision, RecoveryApprovals, StoreError,
+    decision_response, ApprovalDecision, AuditOutcome, AwaitingRecovery, Decision,
+    RecoveryApprovals, StoreError,
 };
 
 /// Most requests one listing shows.
@@ -110,17 +111,7 @@ async fn decide(
     )
     .await;
     match decided {
-        Ok(action) => Ok(Json(json!({
-            "action": {
-                "id": action.id,
-                "kind": action.kind,
-                "target": action.target,
-                "status": action.status,
-                "result": action.result,
-                "decided_at": action.decided_at,
-            }
-        }))
-        .into_response()),
+        Ok(action) => Ok(Json(decision_response(&action)).into_response()),
         Err(err) => {
             // The refusal is audited above, as this decision.
             let mut response = err.into_response();

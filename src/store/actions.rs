@@ -551,8 +551,9 @@ pub(super) fn recovery_proposal(report: Option<&Value>) -> Option<&Value> {
         })
 }
 
-/// The response a decision answers with, and replays.
-fn decision_response(action: &PendingAction) -> Value {
+/// The response a decision answers with, and replays: `{"action": {id, kind, target,
+/// status, result, decided_at}}`.
+pub fn decision_response(action: &PendingAction) -> Value {
     json!({
         "action": {
             "id": action.id,

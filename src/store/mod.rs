@@ -44,8 +44,9 @@ pub use accounts::{
     MAX_TOKEN_LABEL_CHARS,
 };
 pub use actions::{
-    parameters_hash, ActionDecision, Actions, DecidedAction, Decision, NewPendingAction,
-    PendingAction, PendingActionKind, PendingActionStatus, MAX_IDEMPOTENCY_KEY_CHARS,
+    decision_response, parameters_hash, ActionDecision, Actions, DecidedAction, Decision,
+    NewPendingAction, PendingAction, PendingActionKind, PendingActionStatus,
+    MAX_IDEMPOTENCY_KEY_CHARS,
 };
 pub use approvals::{ApprovalDecision, AwaitingRecovery, RecoveryApprovals};
 pub use audit::{
