@@ -110,20 +110,7 @@ impl Agent {
     /// The knowledge bases this turn's owner may read: `None` (all) for admins; nothing
     /// when access cannot be determined (fail closed).
     fn readable_kbs(&self, input: &TurnInput) -> Option<Vec<String>> {
-        if input.owner_role == crate::store::Role::Admin {
-            return None;
-        }
-        let readable = self
-            .store
-            .principal(input.owner_id)
-            .and_then(|principal| self.store.readable_kbs(&principal));
-        match readable {
-            Ok(names) => Some(names),
-            Err(err) => {
-                tracing::error!(run = %input.run_id, "cannot resolve knowledge access: {err}");
-                Some(Vec::new())
-            }
-        }
+        self.store.search_scope(input.owner_id)
     }
 
     pub fn new(

@@ -45,6 +45,9 @@ pub struct DriverContext<'a> {
     pub config: &'a GraphConfig,
     pub models: &'a Models,
     pub knowledge: Option<&'a dyn KnowledgeSearch>,
+    /// The knowledge bases the task's owner may read (`None`: all, for an admin): guidance
+    /// comes only from these, so a report never names a document its owner cannot open.
+    pub readable: Option<&'a [String]>,
     pub source: &'a dyn DiagnosticSource,
 }
 
@@ -327,7 +330,7 @@ impl GraphIo for LiveIo<'_, '_> {
         let Some(search) = self.context.knowledge else {
             return Ok(Vec::new());
         };
-        match search.search(query, None, 4) {
+        match search.search(query, self.context.readable, 4) {
             Ok(hits) => Ok(hits
                 .into_iter()
                 .map(|hit| KnowledgeRef {
@@ -350,5 +353,131 @@ impl GraphIo for LiveIo<'_, '_> {
 
     fn model_name(&self) -> String {
         self.context.models.name.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::diagnostics::faults::{Fault, FaultyModel};
+    use crate::retrieval::{Citation, SearchHit};
+    use crate::store::{AccessControl, Accounts, KbCatalog, Reader, Role};
+
+    /// Two knowledge bases, one of them restricted; a search returns a hit from each that
+    /// its scope allows.
+    struct TwoBases;
+
+    impl KnowledgeSearch for TwoBases {
+        fn search(
+            &self,
+            _query: &str,
+            readable: Option<&[String]>,
+            _limit: usize,
+        ) -> Result<Vec<SearchHit>, String> {
+            Ok(["runbooks", "hr-private"]
+                .into_iter()
+                .filter(|kb| readable.is_none_or(|names| names.iter().any(|n| n == kb)))
+                .map(|kb| SearchHit {
+                    chunk_id: 1,
+                    score: 0.5,
+                    text: String::new(),
+                    citation: Citation {
+                        kb: kb.to_owned(),
+                        path: format!("{kb}/doc.md"),
+                        title: Some(format!("{kb} title")),
+                        heading_path: Vec::new(),
+                        location: None,
+                    },
+                    bm25: None,
+                    vector: None,
+                })
+                .collect())
+        }
+    }
+
+    struct NullSink;
+
+    impl TurnSink for NullSink {
+        fn emit(&mut self, _event: RunEvent) -> Result<(), TurnStop> {
+            Ok(())
+        }
+        fn keep_alive(&mut self) -> Result<(), TurnStop> {
+            Ok(())
+        }
+        fn checkpoint(&mut self, _state: &Value) -> Result<(), TurnStop> {
+            Ok(())
+        }
+        fn worker_id(&self) -> &str {
+            "w1"
+        }
+        fn delta_interval(&self) -> Duration {
+            Duration::from_millis(1)
+        }
+    }
+
+    fn kbs_found(store: &Store, owner: i64) -> Vec<String> {
+        let books = Playbooks::load(Path::new("kb/playbooks")).unwrap();
+        let model: Arc<dyn ChatModel> = Arc::new(FaultyModel {
+            fault: Fault::ValidatorDown,
+            context_length: 4096,
+        });
+        let models = Models {
+            planner: model.clone(),
+            validator: model,
+            name: "none".into(),
+            call_timeout: Duration::from_secs(1),
+        };
+        let readable = store.search_scope(owner);
+        let context = DriverContext {
+            store,
+            books: &books,
+            config: &GraphConfig::default(),
+            models: &models,
+            knowledge: Some(&TwoBases),
+            readable: readable.as_deref(),
+            source: &crate::diagnostics::faults::FailingSource,
+        };
+        let mut sink = NullSink;
+        let mut io = LiveIo {
+            context: &context,
+            sink: &mut sink,
+            run_id: "run_1".into(),
+        };
+        io.knowledge("k", "disk full")
+            .unwrap()
+            .into_iter()
+            .map(|r| r.kb)
+            .collect()
+    }
+
+    #[test]
+    fn guidance_comes_only_from_knowledge_bases_the_tasks_owner_may_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("w.db")).unwrap();
+        let operator = store
+            .create_user("oper", Role::Operator, "password1", 0)
+            .unwrap()
+            .id;
+        let admin = store
+            .create_user("ada", Role::Admin, "password1", 0)
+            .unwrap()
+            .id;
+        for kb in ["runbooks", "hr-private"] {
+            store.create_kb(kb, &format!("/srv/{kb}"), 0).unwrap();
+        }
+        store
+            .set_kb_readers("runbooks", &[Reader::Role(Role::Viewer)])
+            .unwrap();
+        store.create_group("hr", 0).unwrap();
+        store
+            .set_kb_readers("hr-private", &[Reader::Group("hr".into())])
+            .unwrap();
+        assert_eq!(kbs_found(&store, operator), ["runbooks"]);
+        assert_eq!(kbs_found(&store, admin), ["runbooks", "hr-private"]);
+        // An owner whose access cannot be resolved gets no guidance (fails closed).
+        assert!(kbs_found(&store, 999).is_empty());
     }
 }

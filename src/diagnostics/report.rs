@@ -8,6 +8,22 @@ use serde_json::{json, Value};
 
 use super::state::{DiagnosticState, Disposition, RecoveryMode, Verdict, GRAPH_VERSION};
 
+/// The report as a reader scoped to `readable` knowledge bases (`None`: all) may see it:
+/// guidance from a knowledge base outside the scope is dropped, so a report never names a
+/// document its reader cannot open — also when readers changed after it was written.
+pub fn scope_knowledge(report: &mut Value, readable: Option<&[String]>) {
+    let Some(readable) = readable else {
+        return;
+    };
+    if let Some(refs) = report.get_mut("knowledge").and_then(Value::as_array_mut) {
+        refs.retain(|r| {
+            r["kb"]
+                .as_str()
+                .is_some_and(|kb| readable.iter().any(|name| name == kb))
+        });
+    }
+}
+
 /// The report of `state` (complete once the graph reached Report).
 pub fn build(state: &DiagnosticState) -> Value {
     let verdict = match state.verdict {
@@ -124,4 +140,25 @@ pub fn build(state: &DiagnosticState) -> Value {
 /// The graph thread of a task.
 pub fn thread_id(task_id: &str) -> String {
     format!("warden:{task_id}:{GRAPH_VERSION}")
+}
+
+#[cfg(test)]
+mod scope_tests {
+    use super::*;
+
+    #[test]
+    fn knowledge_outside_the_readers_scope_is_dropped() {
+        let mut report = json!({"knowledge": [
+            {"kb": "runbooks", "title": "Disk full", "path": "disk.md"},
+            {"kb": "hr-private", "title": "Salaries", "path": "pay.md"},
+        ], "verdict": "root_cause"});
+        let all = report.clone();
+        scope_knowledge(&mut report, None);
+        assert_eq!(report, all);
+        scope_knowledge(&mut report, Some(&["runbooks".to_owned()]));
+        assert_eq!(report["knowledge"].as_array().map(Vec::len), Some(1));
+        assert!(!report.to_string().contains("Salaries"));
+        scope_knowledge(&mut report, Some(&[]));
+        assert_eq!(report["knowledge"], json!([]));
+    }
 }

@@ -22,7 +22,8 @@ use crate::runs::{
     now_secs, DiagnosticHandler, DiagnosticInput, DiagnosticOutcome, TurnSink, TurnStop,
 };
 use crate::store::{
-    DiagnosticStatus, DiagnosticTask, DiagnosticTasks, Incidents, Store, StoreError, TaskUpdate,
+    AccessControl, DiagnosticStatus, DiagnosticTask, DiagnosticTasks, Incidents, Store, StoreError,
+    TaskUpdate,
 };
 
 /// One model call's time limit.
@@ -232,12 +233,14 @@ impl DiagnosticHandler for DiagnosticRunner {
             (Some(source), false) => source,
             (None, false) => &NoSource,
         };
+        let readable = self.store.search_scope(task.owner_id);
         let context = DriverContext {
             store: &self.store,
             books: &self.books,
             config: &self.config,
             models: &self.models,
             knowledge: self.knowledge.as_deref(),
+            readable: readable.as_deref(),
             source,
         };
         match drive(&context, &mut state, sink) {

@@ -21,8 +21,8 @@ use crate::diagnostics::GRAPH_VERSION;
 use crate::policy::Capability;
 use crate::runs::now_secs;
 use crate::store::{
-    is_incident_id, AuditOutcome, DiagnosticTask, DiagnosticTasks, Incidents, StoreError,
-    MAX_DIAGNOSTIC_TASKS_PER_READ,
+    is_incident_id, AccessControl, AuditOutcome, DiagnosticTask, DiagnosticTasks, Incidents,
+    StoreError, MAX_DIAGNOSTIC_TASKS_PER_READ,
 };
 
 pub(super) fn routes() -> Router<AppState> {
@@ -146,6 +146,14 @@ async fn read(
     caller.require(Capability::Chat)?;
     let store = state.store.clone();
     let owner = caller.user.id;
-    let task = blocking(move || Ok(store.diagnostic_task(owner, &id)?)).await?;
+    let task = blocking(move || {
+        let mut task = store.diagnostic_task(owner, &id)?;
+        if let Some(report) = task.report.as_mut() {
+            let readable = store.search_scope(owner);
+            crate::diagnostics::report::scope_knowledge(report, readable.as_deref());
+        }
+        Ok(task)
+    })
+    .await?;
     Ok(Json(task_json(&task, true)).into_response())
 }

@@ -138,6 +138,22 @@ pub trait AccessControl {
     fn set_kb_readers(&self, kb: &str, readers: &[Reader]) -> Result<KnowledgeBaseRecord>;
     /// The names of the knowledge bases this user may read, sorted.
     fn readable_kbs(&self, principal: &Principal) -> Result<Vec<String>>;
+    /// What a search on `user_id`'s behalf may read: `None` (every knowledge base) for an
+    /// admin, else the readable names. Nothing when access cannot be determined (fails
+    /// closed): the chat agent and the diagnostic graph both scope their searches by it.
+    fn search_scope(&self, user_id: i64) -> Option<Vec<String>> {
+        let scope = self.principal(user_id).and_then(|principal| {
+            if principal.role == Role::Admin {
+                Ok(None)
+            } else {
+                self.readable_kbs(&principal).map(Some)
+            }
+        });
+        scope.unwrap_or_else(|err| {
+            tracing::error!(user_id, "cannot resolve knowledge access: {err}");
+            Some(Vec::new())
+        })
+    }
 }
 
 impl AccessControl for Store {

@@ -149,10 +149,16 @@ impl Tool for GetDiagnosticReport {
     fn call(&self, context: &ToolContext<'_>, arguments: &Value) -> ToolResult {
         let id = arguments["diagnostic_task_id"].as_str().unwrap_or_default();
         match context.store.diagnostic_task(context.owner_id, id) {
-            Ok(task) => ToolResult::Ok {
-                summary: format!("{} ({})", task.id, status_text(&task.status)),
-                data: json!(task),
-            },
+            Ok(mut task) => {
+                // Guidance from knowledge bases the caller cannot read is not shown.
+                if let Some(report) = task.report.as_mut() {
+                    crate::diagnostics::report::scope_knowledge(report, context.readable_kbs);
+                }
+                ToolResult::Ok {
+                    summary: format!("{} ({})", task.id, status_text(&task.status)),
+                    data: json!(task),
+                }
+            }
             Err(StoreError::NotFound(_)) => not_found("diagnostic task", id),
             Err(err) => store_failure(err),
         }
