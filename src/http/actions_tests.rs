@@ -70,6 +70,115 @@ async fn the_policy_table_decides_starting_a_diagnostic_on_every_channel() {
         .all(|task| task.id == TASK));
 }
 
+/// The same table decides recovery on every channel, for every role: asking for one from
+/// chat, confirming one's own request, and the approval queue (listing and approving).
+#[tokio::test]
+async fn the_policy_table_decides_recovery_on_every_channel() {
+    use crate::agent::tools::{Catalog, Registry};
+    use crate::policy::{allows, Capability, Channel};
+    let f = fixture();
+    let app = f.app(AlertWebhook::default());
+    let users = [
+        (Role::Viewer, &f.viewer),
+        (Role::Operator, &f.operator),
+        (Role::Admin, &f.admin),
+    ];
+    let status_for = |allowed: bool| {
+        if allowed {
+            StatusCode::OK
+        } else {
+            StatusCode::FORBIDDEN
+        }
+    };
+    for (index, (role, (owner, token))) in users.iter().enumerate() {
+        let auth = bearer(token);
+        let catalog = Catalog::compile(
+            &Registry::default(),
+            &["request_recovery_approval"],
+            &[],
+            *role,
+        )
+        .expect("catalogue");
+        assert_eq!(
+            catalog.get("request_recovery_approval").is_some(),
+            allows(*role, Capability::RequestRecovery, Channel::ChatTool),
+            "{role:?} asking in chat"
+        );
+        // Confirming one's own request (it then waits for a second person).
+        let task = format!("diagnostic_matrix{index}");
+        f.store
+            .add_diagnostic_task(
+                &NewDiagnosticTask {
+                    id: Some(task.clone()),
+                    incident_id: INCIDENT.into(),
+                    owner_id: *owner,
+                    status: DiagnosticStatus::Completed,
+                    report: Some(json!({"recovery": {"proposal": "restart the pooler"}})),
+                },
+                1,
+            )
+            .expect("task");
+        let action = f.propose(
+            *owner,
+            PendingActionKind::RecoveryRequest,
+            json!({ "diagnostic_task_id": task }),
+        );
+        let (status, body, _) = send(
+            &app,
+            Method::POST,
+            &format!("/api/actions/{}/confirm", action.id),
+            &[("authorization", auth.as_str()), ("idempotency-key", "m1")],
+            Some(json!({"parameters_hash": action.parameters_hash})),
+        )
+        .await;
+        let may_confirm = allows(*role, Capability::ApproveRecovery, Channel::Confirm);
+        assert_eq!(
+            status,
+            status_for(may_confirm),
+            "{role:?} confirming: {body}"
+        );
+        // The approval queue.
+        let (status, body, _) = send(
+            &app,
+            Method::GET,
+            "/api/approvals",
+            &[("authorization", auth.as_str())],
+            None,
+        )
+        .await;
+        let may_approve = allows(*role, Capability::ApproveRecovery, Channel::Http);
+        assert_eq!(status, status_for(may_approve), "{role:?} listing: {body}");
+    }
+    // Each approver approves the other's request; the viewer approves nothing.
+    let waiting = |owner: i64| {
+        f.store
+            .recoveries_awaiting_approval(100)
+            .expect("queue")
+            .into_iter()
+            .find(|w| w.action.owner_id == owner)
+            .expect("a request awaiting approval")
+            .action
+    };
+    let (operator_request, admin_request) = (waiting(f.operator.0), waiting(f.admin.0));
+    for (role, token, request) in [
+        (Role::Viewer, &f.viewer.1, &operator_request),
+        (Role::Admin, &f.admin.1, &operator_request),
+        (Role::Operator, &f.operator.1, &admin_request),
+    ] {
+        let (status, body, _) = send(
+            &app,
+            Method::POST,
+            &format!("/api/approvals/{}/approve", request.id),
+            &[("authorization", bearer(token).as_str())],
+            Some(json!({"parameters_hash": request.parameters_hash})),
+        )
+        .await;
+        let allowed = allows(role, Capability::ApproveRecovery, Channel::Http);
+        assert_eq!(status, status_for(allowed), "{role:?} approving: {body}");
+    }
+    assert_eq!(f.count("recovery_approvals"), 2);
+}
+
 #[tokio::test]
 async fn diagnostics_are_their_owners_only() {
     let f = fixture();

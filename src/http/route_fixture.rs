@@ -17,7 +17,7 @@ use crate::runs::{EventBus, RunService};
 pub(super) use crate::store::{
     Accounts, Actions, Audit, AuditOutcome, Conversations, DiagnosticStatus, DiagnosticTasks,
     IncidentStatus, Incidents, NewDiagnosticTask, NewIncident, NewPendingAction, PendingAction,
-    PendingActionKind, Role, Store,
+    PendingActionKind, RecoveryApprovals, Role, Store,
 };
 
 pub(super) const ALERT_TOKEN: &str = "alert-token-0123456789";
