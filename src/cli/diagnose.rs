@@ -21,8 +21,8 @@ use crate::engine::Engine;
 use crate::retrieval::{AddedBy, RetrievalConfig};
 use crate::runs::{now_secs, EventBus};
 use crate::store::{
-    escape_untrusted, Accounts, DiagnosticStatus, DiagnosticTask, DiagnosticTasks, IncidentStatus,
-    Incidents, NewIncident, Role, Runs, Store, MAX_EVENTS_PER_READ,
+    escape_untrusted, AccessControl, Accounts, DiagnosticStatus, DiagnosticTask, DiagnosticTasks,
+    IncidentStatus, Incidents, NewIncident, Reader, Role, Runs, Store, MAX_EVENTS_PER_READ,
 };
 
 /// The longest one task may take before the command gives up on it.
@@ -98,6 +98,9 @@ impl Session {
             library
                 .add("sample", kb, AddedBy::Host)
                 .with_context(|| format!("cannot add {}", kb.display()))?;
+            // Every user reads the sample, as on a server's first start (the graph's
+            // guidance comes only from what the task's owner may read).
+            store.set_kb_readers("sample", &[Reader::Role(Role::Viewer)])?;
             library.sync("sample", &mut |_| {})?;
         }
         let settings = AppSettings {
