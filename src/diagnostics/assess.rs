@@ -297,10 +297,11 @@ fn component_of(from: ComponentFrom, fact: &Fact) -> Option<String> {
         ComponentFrom::Upstream => "upstream",
         ComponentFrom::Host => "host",
     };
+    // A peer address (nginx's `upstream: "http://10.0.0.5:8080/…"`) names no component.
     fact.attrs
         .get(key)
         .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
+        .filter(|s| !s.is_empty() && !s.contains("://"))
         .map(str::to_owned)
 }
 

@@ -144,7 +144,7 @@ fn adapt_tool(tool: &str, items: &[Item<'_>], window: Window) -> Vec<Fact> {
         "pg_slow_queries" => items.iter().map(|i| slow_query(i, window)).collect(),
         "pool_metrics" => pool(items, window),
         "app_log" => items.iter().map(|i| app_log(i, window)).collect(),
-        "nginx_access_summary" => items.iter().map(|i| upstream_summary(i, window)).collect(),
+        "nginx_access_summary" => upstream_summaries(items, window),
         "nginx_error_log" => items.iter().map(|i| nginx_error(i, window)).collect(),
         "recent_changes" => items.iter().map(|i| change(i, window)).collect(),
         "host_metrics" => host(items, window),
@@ -317,12 +317,17 @@ fn pool(items: &[Item<'_>], window: Window) -> Vec<Fact> {
 fn app_log(item: &Item<'_>, window: Window) -> Fact {
     let f = item.fields;
     let message = text(f, "message");
+    let duration = match f.get("duration_ms").and_then(Value::as_f64) {
+        Some(ms) => ms,
+        None => durations::longest_ms(&message).unwrap_or(0.0),
+    };
     fact(
         "app_log",
         json!({
             "service": text(f, "service"),
             "level": text(f, "level"),
             "message": message,
+            "duration_ms": duration,
         }),
         vec![item.evidence_id.to_owned()],
         in_window(item, window),
@@ -333,6 +338,26 @@ fn app_log(item: &Item<'_>, window: Window) -> Fact {
             short(&message, 80)
         ),
     )
+}
+
+/// One fact per upstream, each with its share of all the gateway's 5xx in the summary: the
+/// upstream that holds the bulk of the errors is the one the alert is about, a few errors
+/// of another upstream are background.
+fn upstream_summaries(items: &[Item<'_>], window: Window) -> Vec<Fact> {
+    let total: f64 = items.iter().map(|i| number(i.fields, "errors_5xx")).sum();
+    items
+        .iter()
+        .map(|item| {
+            let mut fact = upstream_summary(item, window);
+            let own = number(item.fields, "errors_5xx");
+            let share = if total > 0.0 { own / total } else { 0.0 };
+            fact.attrs.insert(
+                "share_5xx".to_owned(),
+                json!((share * 1000.0).round() / 1000.0),
+            );
+            fact
+        })
+        .collect()
 }
 
 fn upstream_summary(item: &Item<'_>, window: Window) -> Fact {
@@ -438,16 +463,26 @@ fn change(item: &Item<'_>, window: Window) -> Fact {
 }
 
 fn host(items: &[Item<'_>], window: Window) -> Vec<Fact> {
+    // Every sample the tool returned (the lookback included) per host: growth is measured
+    // over all of them, levels only over the window's.
     let mut by_host: BTreeMap<String, Vec<&Item<'_>>> = BTreeMap::new();
-    for item in items.iter().filter(|i| in_window(i, window)) {
+    for item in items.iter().filter(|i| i.ts.is_some()) {
         by_host
             .entry(text(item.fields, "host"))
             .or_default()
             .push(item);
     }
     let mut facts = Vec::new();
-    for (host, mut samples) in by_host {
-        samples.sort_by_key(|s| s.ts);
+    for (host, mut history) in by_host {
+        history.sort_by_key(|s| s.ts);
+        let samples: Vec<&Item<'_>> = history
+            .iter()
+            .copied()
+            .filter(|i| in_window(i, window))
+            .collect();
+        if samples.is_empty() {
+            continue;
+        }
         let disk_peak = |s: &Item<'_>| -> (f64, String, f64) {
             s.fields
                 .get("disks")
@@ -521,7 +556,7 @@ fn host(items: &[Item<'_>], window: Window) -> Vec<Fact> {
                 format!("{host} memory peaked at {used}% with {oom} OOM kills"),
             ));
         }
-        if let (Some(first), Some(last)) = (samples.first(), samples.last()) {
+        if let (Some(first), Some(last)) = (history.first(), history.last()) {
             let growths = [
                 ("disk", disk_peak(first).0, disk_peak(last).0),
                 (
@@ -531,14 +566,16 @@ fn host(items: &[Item<'_>], window: Window) -> Vec<Fact> {
                 ),
             ];
             for (metric, from, to) in growths {
-                if samples.len() >= 3 && to > from {
+                if history.len() >= 3 && to > from {
                     facts.push(fact(
                         "resource_growth",
                         json!({ "host": host, "metric": metric, "from_pct": from, "to_pct": to,
                                 "rise_pct": ((to - from) * 10.0).round() / 10.0 }),
                         vec![first.evidence_id.to_owned(), last.evidence_id.to_owned()],
                         true,
-                        format!("{host} {metric} use grew from {from}% to {to}% in the window"),
+                        format!(
+                            "{host} {metric} use grew from {from}% to {to}% up to the window's end"
+                        ),
                     ));
                 }
             }
@@ -547,6 +584,7 @@ fn host(items: &[Item<'_>], window: Window) -> Vec<Fact> {
     facts
 }
 
+mod durations;
 mod locks;
 
 #[cfg(test)]

@@ -170,6 +170,86 @@ fn host_samples_give_peaks_and_growth() {
 }
 
 #[test]
+fn growth_is_measured_from_the_lookback_and_levels_from_the_window() {
+    let sample = |used: f64| {
+        json!({"host": "db-02", "disks": [{"mount": "/pg", "used_pct": used, "free_bytes": 1}],
+               "mem_used_pct": 40.0, "oom_kills": 0})
+    };
+    let facts = run(
+        "host_metrics",
+        &[
+            (100, sample(90.0)),
+            (500, sample(93.0)),
+            (1500, sample(99.9)),
+            // A host with no sample in the window gives no facts at all.
+            (
+                200,
+                json!({"host": "old-01", "disks": [], "mem_used_pct": 99.0}),
+            ),
+        ],
+    );
+    let disk = facts.iter().find(|f| f.kind == "disk_usage").expect("disk");
+    assert_eq!(disk.evidence_ids, vec!["ev-3"]);
+    let growth = facts
+        .iter()
+        .find(|f| f.kind == "resource_growth" && f.attrs["metric"] == "disk")
+        .expect("growth over the lookback");
+    assert_eq!(growth.attrs["rise_pct"], 9.9);
+    assert!(facts.iter().all(|f| f.attrs["host"] == "db-02"));
+}
+
+#[test]
+fn each_upstream_carries_its_share_of_the_gateways_5xx() {
+    let summary = |name: &str, errors: i64| {
+        json!({"upstream": name, "requests": 40, "errors_5xx": errors,
+               "status": {"502": errors}, "first_ts": 1100, "last_ts": 1900})
+    };
+    let facts = run(
+        "nginx_access_summary",
+        &[
+            (1100, summary("checkout", 17)),
+            (1100, summary("reviews", 3)),
+            (1100, summary("search", 0)),
+        ],
+    );
+    let share = |name: &str| {
+        facts
+            .iter()
+            .find(|f| f.attrs["upstream"] == name)
+            .map(|f| f.attrs["share_5xx"].clone())
+    };
+    assert_eq!(share("checkout"), Some(json!(0.85)));
+    assert_eq!(share("reviews"), Some(json!(0.15)));
+    assert_eq!(share("search"), Some(json!(0.0)));
+}
+
+#[test]
+fn app_log_lines_carry_the_longest_duration_they_state() {
+    let facts = run(
+        "app_log",
+        &[
+            (
+                1500,
+                json!({"service": "claims", "message": "done status=200 duration_ms=3904"}),
+            ),
+            (
+                1500,
+                json!({"service": "claims", "message": "ok", "duration_ms": 12}),
+            ),
+            (
+                1500,
+                json!({"service": "claims", "message": "started on port 8080"}),
+            ),
+        ],
+    );
+    let durations: Vec<Value> = facts
+        .iter()
+        .map(|f| f.attrs["duration_ms"].clone())
+        .collect();
+    assert_eq!(durations, vec![json!(3904.0), json!(12.0), json!(0.0)]);
+}
+
+#[test]
 fn roles_are_bounded_per_fact_kind() {
     assert!(role_allowed("change", CausalRole::Trigger));
     assert!(!role_allowed("change", CausalRole::Mechanism));
