@@ -138,7 +138,15 @@ pub fn adapt(tool: &str, items: &[Item<'_>], window: Window) -> Vec<Fact> {
 
 fn adapt_tool(tool: &str, items: &[Item<'_>], window: Window) -> Vec<Fact> {
     match tool {
-        "pg_error_log" => items.iter().map(|i| pg_error(i, window)).collect(),
+        "pg_error_log" => items
+            .iter()
+            .flat_map(|i| {
+                let error = pg_error(i, window);
+                let mut facts = deadlock::from_report(&error);
+                facts.insert(0, error);
+                facts
+            })
+            .collect(),
         "pg_lock_waits" => locks::lock_waits(items, window),
         "pg_transactions" => locks::transactions(items, window),
         "pg_slow_queries" => items.iter().map(|i| slow_query(i, window)).collect(),
@@ -584,6 +592,7 @@ fn host(items: &[Item<'_>], window: Window) -> Vec<Fact> {
     facts
 }
 
+mod deadlock;
 mod durations;
 mod locks;
 

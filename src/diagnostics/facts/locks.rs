@@ -100,6 +100,11 @@ pub(super) fn lock_waits(items: &[Item<'_>], window: Window) -> Vec<Fact> {
                 .iter()
                 .map(|e| number(e.fields, "waiting_pid") as i64)
                 .collect();
+            // A live sample says what the blocker is doing: idle in a transaction it
+            // left open, it does no work while others wait for its locks.
+            let idle = waits
+                .iter()
+                .any(|e| text(e.fields, "blocking_state").starts_with("idle in transaction"));
             facts.push(fact(
                 "long_blocker",
                 json!({
@@ -108,6 +113,7 @@ pub(super) fn lock_waits(items: &[Item<'_>], window: Window) -> Vec<Fact> {
                     "blocking_xact_age_s": age,
                     "waiting_s": waiting,
                     "blocking_query": text(waits[0].fields, "blocking_query"),
+                    "blocker_idle_in_transaction": idle,
                 }),
                 waits.iter().map(|e| e.evidence_id.to_owned()).collect(),
                 inside,
