@@ -12,6 +12,7 @@ use crate::agent::compaction::{CompactionSettings, Compactor};
 use crate::agent::policy::PolicyConfig;
 use crate::agent::{Agent, AgentConfig};
 use crate::diagnostics::faults::Fault;
+use crate::diagnostics::live::config::Registry;
 use crate::diagnostics::{DiagnosticRunner, Playbooks};
 use crate::engine::ChatModelHandle;
 use crate::knowledge::{KnowledgeSearch, LibrarySearch};
@@ -33,6 +34,8 @@ pub struct AppSettings {
     pub run_workers: usize,
     /// Scenario pack read by diagnostic tasks that name no source.
     pub diagnostics_source: Option<PathBuf>,
+    /// Live systems read by diagnostic tasks without a pack (`--diagnostics-config`).
+    pub diagnostics_registry: Option<Arc<Registry>>,
     /// A fault injected into the diagnostic runner (`warden eval diagnostics --fault`).
     pub fault: Option<Fault>,
 }
@@ -48,6 +51,7 @@ impl AppSettings {
             max_answer_tokens: agent.max_answer_tokens,
             run_workers: 1,
             diagnostics_source: None,
+            diagnostics_registry: None,
             fault: None,
         }
     }
@@ -110,6 +114,7 @@ impl Runners {
             Arc::new(books),
             settings.diagnostics_source.clone(),
         );
+        diagnostics.live = settings.diagnostics_registry.clone();
         if let Some(fault) = settings.fault {
             diagnostics.inject(fault);
         }

@@ -15,6 +15,7 @@ use serde_json::Value;
 use super::app::{AppSettings, Runners};
 use crate::config::{ModelFlags, Needs};
 use crate::diagnostics::faults::Fault;
+use crate::diagnostics::live::config::Registry;
 use crate::diagnostics::pack::ScenarioPack;
 use crate::diagnostics::GRAPH_VERSION;
 use crate::engine::Engine;
@@ -69,6 +70,8 @@ pub struct SessionOptions<'a> {
     pub playbooks: &'a Path,
     pub sample_kb: Option<&'a Path>,
     pub fault: Option<Fault>,
+    /// Live systems read by tasks without a pack.
+    pub registry: Option<Arc<Registry>>,
 }
 
 impl Session {
@@ -106,6 +109,7 @@ impl Session {
         let settings = AppSettings {
             playbooks_dir: options.playbooks.to_path_buf(),
             fault: options.fault,
+            diagnostics_registry: options.registry.clone(),
             ..AppSettings::new(options.sample_kb.unwrap_or(Path::new("kb")))
         };
         let runners = Runners::start(
@@ -131,6 +135,21 @@ impl Session {
             runners,
             _data: temp,
         })
+    }
+
+    /// An alert on `service` as a new incident.
+    pub fn incident(&self, name: &str, summary: &str, service: &str) -> anyhow::Result<String> {
+        let incident = self.store.add_incident(
+            &NewIncident {
+                id: None,
+                title: format!("{name}: {summary}"),
+                service: service.to_owned(),
+                severity: "critical".to_owned(),
+                status: IncidentStatus::Open,
+            },
+            now_secs(),
+        )?;
+        Ok(incident.id)
     }
 
     /// The pack's alert as a new incident.
@@ -234,6 +253,7 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<ExitCode> {
             playbooks: &args.playbooks,
             sample_kb: Some(&args.sample_kb),
             fault: None,
+            registry: None,
         },
     )?;
     let (incident, source) = match (&pack, &args.incident) {

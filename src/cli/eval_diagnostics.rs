@@ -2,10 +2,12 @@
 //! scenario.json, or a folder of such folders) runs through the real graph on the default
 //! models as a durable diagnostic task; the stored report is scored against the pack's
 //! ground_truth.json (which the graph never reads). One JSON object `{overall, packs}`;
-//! exit 1 on any safety violation.
+//! exit 1 on any safety violation. `--live CONFIG` runs the real-system scenarios instead
+//! (`eval_live`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -14,14 +16,20 @@ use serde_json::{json, Value};
 use super::diagnose::{Session, SessionOptions};
 use crate::config::{ModelFlags, Needs};
 use crate::diagnostics::faults::Fault;
+use crate::diagnostics::live::config::Registry;
 use crate::diagnostics::pack::ScenarioPack;
 use crate::diagnostics::score::{overall, read_ground_truth, score_pack, PackScore, RunFigures};
 
 #[derive(Debug, clap::Args)]
 pub struct EvalDiagnosticsArgs {
     /// Scenario packs, or folders holding packs.
-    #[arg(required = true)]
+    #[arg(required_unless_present = "live")]
     dirs: Vec<PathBuf>,
+    /// Run the real-system scenarios instead (README: "Live sources"): CONFIG is a source
+    /// registry with a `[live_eval]` table; each incident is caused on the server it names
+    /// and diagnosed through the registry's read-only connectors.
+    #[arg(long, value_name = "CONFIG", conflicts_with_all = ["dirs", "fault", "stride"])]
+    live: Option<PathBuf>,
     /// Inject a fault into every pack's run: model_timeout, bad_json, validator_down,
     /// tool_error. Every pack must then end fail-closed with the fault's class recorded.
     #[arg(long)]
@@ -72,6 +80,9 @@ pub fn find_packs(dirs: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
 }
 
 pub fn run(args: EvalDiagnosticsArgs) -> anyhow::Result<ExitCode> {
+    if let Some(config) = &args.live {
+        return super::eval_live::run(&args, config);
+    }
     let fault = args
         .fault
         .as_deref()
@@ -94,16 +105,7 @@ pub fn run(args: EvalDiagnosticsArgs) -> anyhow::Result<ExitCode> {
         let truth = read_ground_truth(dir).map_err(|err| anyhow::anyhow!("{err}"))?;
         loaded.push((pack, truth));
     }
-    let engine = super::load_engine(&args.models, Needs::Both)?;
-    let session = Session::start(
-        &engine,
-        &SessionOptions {
-            data: None,
-            playbooks: &args.playbooks,
-            sample_kb: (!args.no_knowledge).then_some(args.sample_kb.as_path()),
-            fault,
-        },
-    )?;
+    let session = start_session(&args, fault, None)?;
     let mut scores: Vec<PackScore> = Vec::new();
     for (pack, truth) in &loaded {
         let started = Instant::now();
@@ -122,17 +124,7 @@ pub fn run(args: EvalDiagnosticsArgs) -> anyhow::Result<ExitCode> {
                 seconds: started.elapsed().as_secs_f64(),
             },
         );
-        eprintln!(
-            "eval: {} score {:.0} ({:.1} s){}",
-            pack.scenario.id,
-            score.score,
-            score.seconds,
-            if score.problems.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", score.problems.join("; "))
-            }
-        );
+        print_score(&score);
         scores.push(score);
     }
     let summary = overall(&scores);
@@ -148,4 +140,38 @@ pub fn run(args: EvalDiagnosticsArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// A diagnostic session on the default models with the eval's playbooks and knowledge.
+pub(super) fn start_session(
+    args: &EvalDiagnosticsArgs,
+    fault: Option<Fault>,
+    registry: Option<Arc<Registry>>,
+) -> anyhow::Result<Session> {
+    let engine = super::load_engine(&args.models, Needs::Both)?;
+    Session::start(
+        &engine,
+        &SessionOptions {
+            data: None,
+            playbooks: &args.playbooks,
+            sample_kb: (!args.no_knowledge).then_some(args.sample_kb.as_path()),
+            fault,
+            registry,
+        },
+    )
+}
+
+/// One run's score and lost points on stderr.
+pub(super) fn print_score(score: &PackScore) {
+    eprintln!(
+        "eval: {} score {:.0} ({:.1} s){}",
+        score.id,
+        score.score,
+        score.seconds,
+        if score.problems.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", score.problems.join("; "))
+        }
+    );
 }

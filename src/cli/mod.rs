@@ -13,6 +13,7 @@ mod eval;
 mod eval_answers;
 mod eval_conversations;
 mod eval_diagnostics;
+mod eval_live;
 mod groups;
 mod incidents;
 mod kb;

@@ -15,6 +15,7 @@ use crate::agent::policy::PolicyConfig;
 use crate::config::{
     AlertFlags, ConnectionFlags, KbRootFlags, ModelFlags, QuotaFlags, RetrievalFlags, ServeConfig,
 };
+use crate::diagnostics::live::config::Registry;
 use crate::engine::Engine;
 use crate::http::{
     self, AllowedHosts, AppState, LoginLimiter, NetworkPolicy, SessionConfig, UserSlots,
@@ -83,10 +84,18 @@ pub struct ServeArgs {
     /// Bearer token Prometheus presents to scrape `/metrics` (admins' API tokens work too).
     #[arg(long, env = "WARDEN_METRICS_TOKEN", hide_env_values = true)]
     metrics_token: Option<String>,
-    /// Scenario pack folder the diagnostic tools read for tasks without their own source
-    /// (unset: every diagnostic tool answers "unavailable" until live connectors exist).
-    #[arg(long, env = "WARDEN_DIAGNOSTICS_SOURCE")]
+    /// Scenario pack folder the diagnostic tools read for tasks without their own source.
+    #[arg(
+        long,
+        env = "WARDEN_DIAGNOSTICS_SOURCE",
+        conflicts_with = "diagnostics_config"
+    )]
     diagnostics_source: Option<PathBuf>,
+    /// Source registry (TOML, `[[diagnostics.sources]]`): the live, read-only systems
+    /// diagnostic tasks read (unset, with no pack: every diagnostic tool answers
+    /// "unavailable").
+    #[arg(long, env = "WARDEN_DIAGNOSTICS_CONFIG")]
+    diagnostics_config: Option<PathBuf>,
     /// Let the person who requested a recovery approve it alone. Off by default: the
     /// requester's confirmation submits it, and another operator or admin approves it.
     #[arg(long, env = "WARDEN_ALLOW_SELF_APPROVAL")]
@@ -290,6 +299,11 @@ fn start_runs(
         max_answer_tokens: args.max_answer_tokens as usize,
         run_workers: usize::from(args.run_workers),
         diagnostics_source: args.diagnostics_source.clone(),
+        diagnostics_registry: args
+            .diagnostics_config
+            .as_deref()
+            .map(|path| Registry::load(path).map(Arc::new))
+            .transpose()?,
         ..AppSettings::new(&args.sample_kb)
     };
     let runners = Runners::start(

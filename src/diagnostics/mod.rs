@@ -13,6 +13,7 @@ pub mod driver;
 pub mod facts;
 pub mod faults;
 pub mod graph;
+pub mod live;
 pub mod nginx_error;
 pub mod pack;
 pub mod planner;

@@ -1,7 +1,8 @@
 //! The diagnostic run handler: finds the task a `diagnostic` run works on, opens its data
-//! source (the task's scenario pack, the server's configured one, or none — every tool
-//! then answers "unavailable"), builds or restores the graph state, drives the graph and
-//! stores the report on the task. Runs on a run worker thread.
+//! source (the task's scenario pack, the server's configured pack, the live systems the
+//! source registry names for the incident's service, or none — every tool then answers
+//! "unavailable"), builds or restores the graph state, drives the graph and stores the
+//! report on the task. Runs on a run worker thread.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -10,6 +11,7 @@ use super::driver::{drive, state_from_checkpoint, DriverContext, Models};
 use super::facts::Window;
 use super::faults::FailingSource;
 use super::graph::GraphConfig;
+use super::live::config::Registry;
 use super::pack::ScenarioPack;
 use super::playbooks::Playbooks;
 use super::report;
@@ -41,6 +43,8 @@ pub struct DiagnosticRunner {
     pub knowledge: Option<Arc<dyn KnowledgeSearch>>,
     /// The scenario pack tasks without their own source read.
     pub default_source: Option<PathBuf>,
+    /// The live systems tasks without a pack read (`[[diagnostics.sources]]`).
+    pub live: Option<Arc<Registry>>,
     /// Fault injection for `warden eval diagnostics --fault tool_error`.
     pub failing_tools: bool,
 }
@@ -88,6 +92,7 @@ impl DiagnosticRunner {
             },
             knowledge,
             default_source,
+            live: None,
             failing_tools: false,
         }
     }
@@ -228,10 +233,27 @@ impl DiagnosticHandler for DiagnosticRunner {
         };
         self.update(&task, DiagnosticStatus::Running, None)?;
         let pack_source = pack.as_ref().map(ScenarioPack::source);
-        let source: &dyn DiagnosticSource = match (&pack_source, self.failing_tools) {
-            (_, true) => &FailingSource,
-            (Some(source), false) => source,
-            (None, false) => &NoSource,
+        // Live systems are picked by the alert's service: a database registered for
+        // other services is never read for this incident.
+        let live_source = match (&pack_source, &self.live) {
+            (None, Some(registry)) => match registry.connect(Some(&state.alert.service)) {
+                Ok(live) => Some(live),
+                Err(err) => {
+                    tracing::error!(task = %task.id, "diagnostic live sources: {err}");
+                    self.update(&task, DiagnosticStatus::Failed, None)?;
+                    return Ok(DiagnosticOutcome::Failed(
+                        "the live diagnostic sources cannot be opened (see the server log)"
+                            .to_owned(),
+                    ));
+                }
+            },
+            _ => None,
+        };
+        let source: &dyn DiagnosticSource = match (&pack_source, &live_source, self.failing_tools) {
+            (_, _, true) => &FailingSource,
+            (Some(source), _, false) => source,
+            (None, Some(live), false) => live,
+            (None, None, false) => &NoSource,
         };
         let readable = self.store.search_scope(task.owner_id);
         let context = DriverContext {

@@ -2,7 +2,7 @@
 //! (`SourceKind`, named by their file stems), the `DiagnosticSource` trait that answers
 //! "records of this source in this time range", and `PackSource`, its implementation over a
 //! scenario pack's `sources/` folder (JSON Lines with an RFC 3339 `ts` on every record,
-//! plus nginx's plain-text error log). Live connectors will implement the same trait.
+//! plus nginx's plain-text error log). The live connectors (`live/`) implement the same trait.
 //! Never interprets the records beyond their time: filtering and shaping are the tools'.
 
 use std::fmt;
@@ -158,6 +158,9 @@ pub enum SourceError {
         line: usize,
         message: String,
     },
+    /// Every live connector that holds this source failed.
+    #[error("the live source cannot be read: {message}")]
+    Connector { message: String },
 }
 
 /// A file's records once read: `None` when the file is absent.

@@ -15,6 +15,7 @@ mod incidents;
 mod kb;
 mod kb_access;
 mod kb_hardening;
+mod live_diagnostics;
 mod memory;
 mod openai_client;
 mod operability;
