@@ -1,7 +1,8 @@
 //! Diagnostics against a real PostgreSQL server (Debian's package, started here by
 //! `tests/live/pg-up`): `warden eval diagnostics --live` causes a deadlock between two
-//! sessions, a lock wait behind an idle transaction and connection exhaustion by a leaking
-//! client, plus an alert with nothing behind it, and diagnoses each through the read-only
+//! sessions, a lock wait behind an idle transaction, a slow query after an index was
+//! dropped and connection exhaustion by a leaking client, plus an alert with nothing
+//! behind it, and diagnoses each through the read-only
 //! connectors. Every incident must reach its mechanism and recovery rule, and every
 //! PostgreSQL source must have refused a write.
 
@@ -123,7 +124,7 @@ fn real_incidents_on_postgres_are_diagnosed_read_only() {
     }
     let sources = report["sources"].as_array().cloned().unwrap_or_default();
     let postgres: Vec<&Value> = sources.iter().filter(|s| s["kind"] == "postgres").collect();
-    assert_eq!(postgres.len(), 4);
+    assert_eq!(postgres.len(), 5);
     for source in postgres {
         assert_eq!(source["ok"], true, "{source}");
         assert!(

@@ -165,6 +165,21 @@ pub fn all() -> Vec<Scenario> {
             },
         },
         Scenario {
+            id: "live-slow-query",
+            service: "claims-live",
+            database: "warden_live_slowquery",
+            alert_name: "ClaimsLatencyHigh",
+            summary: "claims-live p95 latency 2.4s on GET /policies/{id}/claims (threshold 1s)",
+            provoke: slow_query,
+            truth: |lab| {
+                json!({"verdict": "root_cause", "component": "claims-live",
+                                 "mechanism": "slow_query_regression",
+                                 "trigger": {"kind": "deploy", "ref": lab.change_id},
+                                 "required_evidence": [{"source": "slow_queries", "match": "claim_items"}],
+                                 "recovery_mode": "proposal_only"})
+            },
+        },
+        Scenario {
             id: "live-connection-limit",
             service: "reports-live",
             database: "warden_live_connections",
@@ -344,6 +359,50 @@ fn connection_limit(lab: &Lab) -> Result<Held, String> {
     leaked.truncate(leaked.len().saturating_sub(6));
     Ok(Held {
         clients: leaked,
+        threads: Vec::new(),
+    })
+}
+
+/// The history query of claims: a correlated lookup that an index on claim_items makes
+/// cheap and a sequential scan per claim makes slow.
+const CLAIMS_HISTORY: &str = "SELECT count(*), sum(t) FROM (SELECT c.id, \
+    (SELECT sum(i.amount) FROM claim_items i WHERE i.claim_id = c.id) AS t \
+    FROM claims c WHERE c.policy = 7) AS history";
+
+fn slow_query(lab: &Lab) -> Result<Held, String> {
+    let mut setup = lab.connect("migrations")?;
+    exec(
+        &mut setup,
+        "CREATE TABLE claims (id int PRIMARY KEY, policy int); \
+        CREATE TABLE claim_items (id serial PRIMARY KEY, claim_id int, amount int); \
+        INSERT INTO claims SELECT g, g % 10 FROM generate_series(1, 2000) g; \
+        INSERT INTO claim_items (claim_id, amount) \
+            SELECT g % 2000 + 1, g % 97 FROM generate_series(1, 150000) g; \
+        CREATE INDEX claim_items_claim_idx ON claim_items (claim_id); ANALYZE",
+    )?;
+    let mut app = lab.connect(lab.service.as_str())?;
+    let request = |app: &mut Client| -> Result<(), String> {
+        let started = std::time::Instant::now();
+        exec(app, CLAIMS_HISTORY)?;
+        let ms = started.elapsed().as_millis();
+        let level = if ms >= 1000 { "WARN" } else { "INFO" };
+        lab.app_log(
+            level,
+            &format!("GET /policies/7/claims status=200 duration_ms={ms}"),
+        )
+    };
+    request(&mut app)?;
+    // A release whose migration replaces the index... without making the new one.
+    lab.change(
+        "migration",
+        "claims-live 3.4.0: migration 0042 reworks claim_items indexes",
+    )?;
+    exec(&mut setup, "DROP INDEX claim_items_claim_idx")?;
+    for _ in 0..3 {
+        request(&mut app)?;
+    }
+    Ok(Held {
+        clients: Vec::new(),
         threads: Vec::new(),
     })
 }
