@@ -105,6 +105,7 @@ fn real_incidents_on_postgres_are_diagnosed_read_only() {
             "live-quiet",
             "live-deadlock",
             "live-lock-wait",
+            "live-slow-query",
             "live-connection-limit"
         ]
     );
