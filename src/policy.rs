@@ -31,10 +31,12 @@ pub enum Capability {
     /// confirming one's own when no second approver is required, or from the approval
     /// queue (`/api/approvals`).
     ApproveRecovery,
+    /// See the live diagnostic sources the server is configured with and their health.
+    ReadSources,
 }
 
 impl Capability {
-    pub const ALL: [Capability; 10] = [
+    pub const ALL: [Capability; 11] = [
         Capability::Chat,
         Capability::ReadKnowledge,
         Capability::ReadIncidents,
@@ -45,6 +47,7 @@ impl Capability {
         Capability::StartDiagnostic,
         Capability::RequestRecovery,
         Capability::ApproveRecovery,
+        Capability::ReadSources,
     ];
 }
 
@@ -75,6 +78,11 @@ struct Rule {
 }
 
 const TABLE: &[Rule] = &[
+    Rule {
+        capability: Capability::ReadSources,
+        roles: ADMINS,
+        channels: &[Channel::Http],
+    },
     Rule {
         capability: Capability::Chat,
         roles: EVERYONE,
@@ -181,7 +189,8 @@ mod tests {
                 ReadAudit,
                 ManageUsers,
                 StartDiagnostic,
-                ApproveRecovery
+                ApproveRecovery,
+                ReadSources
             ]
         );
     }

@@ -172,6 +172,15 @@ export async function decideAction(id, decision, parametersHash) {
 }
 
 /** Recovery requests awaiting a second person's approval (operators and admins). */
+/** The live diagnostic sources and their health (admins): {configured, sources}. */
+export async function listSources() {
+  const data = await request('GET', '/api/diagnostics/sources');
+  return {
+    configured: data?.configured === true,
+    sources: Array.isArray(data?.sources) ? data.sources : [],
+  };
+}
+
 export async function listApprovals() {
   const data = await request('GET', '/api/approvals');
   return Array.isArray(data?.approvals) ? data.approvals : [];

@@ -4,10 +4,12 @@
 // its run's event stream, replayed from the start whenever the page opens (after a reload
 // too) and de-duplicated by sequence number and by step, so no step is drawn twice. Routes:
 // `#/diagnostics` and `#/diagnostics/<id>`; app.js decides when the view is shown. Operators
-// and admins also see the recovery approval queue (approvals.js).
+// and admins also see the recovery approval queue (approvals.js); admins see the live data
+// sources and their health (sources.js).
 
 import * as api from './api.js';
 import { approvalsSection } from './approvals.js';
+import { sourcesSection } from './sources.js';
 import { token } from './cards.js';
 import { createProgress, noProgress } from './diagnostics-progress.js';
 import { labelled, renderReport, text } from './diagnostics-report.js';
@@ -70,7 +72,8 @@ class DiagnosticsView {
         bindText(h('h1', { className: 'diag-title' }), 'diag.title'),
         bindText(h('p', { className: 'diag-intro' }), 'diag.intro')),
       this.startForm(mine),
-      ...[approvalsSection(this.user, () => mine === this.generation)].filter(Boolean),
+      ...[approvalsSection(this.user, () => mine === this.generation),
+        sourcesSection(this.user, () => mine === this.generation)].filter(Boolean),
       h('section', { className: 'diag-section diag-list', testid: 'diag-list' },
         bindText(h('h2', { className: 'diag-section-title' }), 'diag.list.title'), status, tasks));
     let loaded;

@@ -173,11 +173,17 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
+    let registry = args
+        .diagnostics_config
+        .as_deref()
+        .map(|path| Registry::load(path).map(Arc::new))
+        .transpose()?;
     let runs = start_runs(
         &engine,
         store.clone(),
         library.clone(),
         &args,
+        registry.clone(),
         metrics.clone(),
     )?;
     let (stop_sender, stop_receiver) = tokio::sync::watch::channel(false);
@@ -211,6 +217,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             connections.max_anonymous_bodies,
         )),
         shutdown: stop_receiver,
+        diagnostic_sources: registry,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -287,6 +294,7 @@ fn start_runs(
     store: Arc<Store>,
     library: Option<Arc<Library>>,
     args: &ServeArgs,
+    registry: Option<Arc<Registry>>,
     metrics: Arc<Metrics>,
 ) -> anyhow::Result<RunService> {
     let bus = EventBus::default();
@@ -299,11 +307,7 @@ fn start_runs(
         max_answer_tokens: args.max_answer_tokens as usize,
         run_workers: usize::from(args.run_workers),
         diagnostics_source: args.diagnostics_source.clone(),
-        diagnostics_registry: args
-            .diagnostics_config
-            .as_deref()
-            .map(|path| Registry::load(path).map(Arc::new))
-            .transpose()?,
+        diagnostics_registry: registry,
         ..AppSettings::new(&args.sample_kb)
     };
     let runners = Runners::start(

@@ -81,6 +81,7 @@ fn fixture() -> Fixture {
             crate::http::ConnectionLimits::DEFAULT.max_anonymous_bodies,
         )),
         shutdown: tokio::sync::watch::channel(false).1,
+        diagnostic_sources: None,
     });
     Fixture {
         _dir: dir,

@@ -28,6 +28,7 @@ use crate::store::{
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/diagnostics", get(list).post(start))
+        .route("/api/diagnostics/sources", get(sources))
         .route("/api/diagnostics/{id}", get(read))
 }
 
@@ -156,4 +157,37 @@ async fn read(
     })
     .await?;
     Ok(Json(task_json(&task, true)).into_response())
+}
+
+/// The live sources the server reads and each one's health, checked now (a PostgreSQL
+/// source connects, reads a view and must refuse a write). Admins only.
+async fn sources(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
+    caller.require(Capability::ReadSources)?;
+    let Some(registry) = state.diagnostic_sources.clone() else {
+        return Ok(Json(json!({ "configured": false, "sources": [] })).into_response());
+    };
+    let sources = blocking(move || {
+        let entries = registry.entries.clone();
+        let mut out = Vec::new();
+        for entry in entries {
+            let health = match registry.connect_one(&entry) {
+                Ok(connector) => connector.health(),
+                Err(message) => crate::diagnostics::live::Health {
+                    name: entry.name.clone(),
+                    kind: entry.kind.clone(),
+                    ok: false,
+                    detail: message,
+                    provides: Vec::new(),
+                },
+            };
+            out.push(json!({
+                "name": health.name, "kind": health.kind, "ok": health.ok,
+                "detail": health.detail, "provides": health.provides,
+                "services": entry.services,
+            }));
+        }
+        Ok(out)
+    })
+    .await?;
+    Ok(Json(json!({ "configured": true, "sources": sources })).into_response())
 }

@@ -102,6 +102,8 @@ pub struct AppState {
     /// Becomes `true` when the server shuts down: open event streams end then, so a
     /// graceful shutdown does not wait for runs to finish.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// The live diagnostic sources (`--diagnostics-config`), for the admin screen.
+    pub diagnostic_sources: Option<Arc<crate::diagnostics::live::config::Registry>>,
 }
 
 /// Resolves once `shutdown` turns `true`; never, if nobody can signal it.

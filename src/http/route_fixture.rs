@@ -118,6 +118,7 @@ impl Fixture {
                 crate::http::ConnectionLimits::DEFAULT.max_anonymous_bodies,
             )),
             shutdown: tokio::sync::watch::channel(false).1,
+            diagnostic_sources: None,
         })
     }
 

@@ -95,6 +95,7 @@ fn state() -> AppState {
             crate::http::ConnectionLimits::DEFAULT.max_anonymous_bodies,
         )),
         shutdown: tokio::sync::watch::channel(false).1,
+        diagnostic_sources: None,
     }
 }
 

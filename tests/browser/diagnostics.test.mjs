@@ -3,7 +3,7 @@
 // node progress, the completed report with every part (verdict, root cause, causal chain,
 // hypotheses and the evidence that moved them, recovery, policy, budgets), a reload mid-run
 // and dropped streams drawing each step once, a fail-closed report and a failed run, viewers
-// and refused starts, hostile evidence staying inert, the Chinese labels and the dark narrow
+// and refused starts, the admins' live data sources panel, hostile evidence staying inert, the Chinese labels and the dark narrow
 // layout. Needs only Chromium:
 //
 //   node tests/browser/diagnostics.test.mjs        (CHROMIUM, WARDEN_ARTIFACTS optional)
@@ -311,6 +311,41 @@ test('viewers cannot start a diagnostic, and a refused start says why', async ()
     assertNoProblems();
   } finally {
     account.role = 'operator';
+    await operator.close();
+  }
+});
+
+test('admins see the live data sources and their health; others do not see the panel', async () => {
+  const page = await signedInPage(TALL);
+  try {
+    await openDiagnostics(page);
+    await expectText(page.getByTestId('diag-sources-status'), 'No live source is configured');
+    mock.state.sources = [
+      { name: 'pg-orders', kind: 'postgres', ok: true, detail: 'connected; reads pg_stat_activity; a write was refused (read-only)',
+        provides: ['lock_waits', 'transactions', 'slow_queries', 'pg_log'], services: ['orders-service'] },
+      { name: 'app-logs', kind: 'log_file', ok: false, detail: '<img src=x onerror=alert(1)> No such file',
+        provides: ['app_log'], services: [] },
+    ];
+    await page.reload();
+    await page.getByTestId('diag-start-form').waitFor();
+    await waitUntil('both sources are listed', async () => (await page.getByTestId('source-item').count()) === 2);
+    const health = await page.getByTestId('source-health').allTextContents();
+    assert.deepEqual(health, ['healthy', 'unavailable']);
+    await expectText(page.getByTestId('source-detail').first(), 'a write was refused (read-only)');
+    await expectText(page.getByTestId('source-detail').nth(1), '<img src=x onerror=alert(1)> No such file');
+    assert.equal(await page.locator('[data-testid="diag-sources"] img').count(), 0);
+    await expectText(page.getByTestId('diag-sources'), 'every service');
+    await page.screenshot({ path: join(artifacts, 'sources.png') });
+  } finally {
+    mock.state.sources = [];
+    await page.close();
+  }
+  const operator = await signedInPage({}, OPERATOR);
+  try {
+    await openDiagnostics(operator);
+    await operator.getByTestId('diag-list').waitFor();
+    assert.equal(await operator.getByTestId('diag-sources-section').count(), 0);
+  } finally {
     await operator.close();
   }
 });

@@ -107,6 +107,8 @@ function newState({ bootstrap, user, password }) {
     /** Every decision request: {actionId, decision, key, status}. */
     decisions: [],
     incidents: mockIncidents(),
+    /** The live diagnostic sources GET /api/diagnostics/sources reports (none: packs only). */
+    sources: [],
     /** Diagnostic tasks by id; each step of a task's run is `diagnosticStepMs` after the last. */
     diagnostics: new Map(),
     diagnosticStepMs: DIAGNOSTIC_STEP_MS,
@@ -243,6 +245,7 @@ async function handle(state, options, request, response) {
   if ((match = route(/^\/api\/actions\/([A-Za-z0-9_-]+)\/(confirm|reject)$/)) && method === 'POST') {
     return decideAction(state, user, match[1], match[2], request, response);
   }
+  if (method === 'GET' && path === '/api/diagnostics/sources') return listSources(state, user, response);
   if (method === 'GET' && path === '/api/approvals') return listApprovals(state, user, response);
   if ((match = route(/^\/api\/approvals\/([A-Za-z0-9_-]+)\/(approve|reject)$/)) && method === 'POST') {
     return decideApproval(state, user, match[1], match[2], request, response);
@@ -875,6 +878,12 @@ async function decideAction(state, user, id, decision, request, response) {
     action.result = { awaiting_approval: true };
   }
   return record(200, { action: publicAction(action) });
+}
+
+/** GET /api/diagnostics/sources: the live sources and their health (admins only). */
+function listSources(state, user, response) {
+  if (user.role !== 'admin') return sendError(response, 403, 'forbidden', 'the data sources are for admins');
+  return sendJson(response, 200, { configured: state.sources.length > 0, sources: state.sources });
 }
 
 /** GET /api/approvals: recovery requests awaiting approval (operators and admins only). */

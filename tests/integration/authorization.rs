@@ -166,6 +166,7 @@ fn every_route_answers_each_kind_of_caller_as_documented() {
         PUT    /api/kb/nope/readers                  404 403 403 403 401 401
         GET    /api/kb/passages/999999               404 404 404 404 401 401
         GET    /api/diagnostics                      200 200 200 200 401 401
+        GET    /api/diagnostics/sources              200 403 403 403 401 401
         POST   /api/diagnostics                      404 404 403 404 401 401
         GET    /api/diagnostics/diagnostic_none      404 404 404 404 401 401
         GET    /api/users                            200 403 403 403 401 401
@@ -214,7 +215,7 @@ fn every_route_answers_each_kind_of_caller_as_documented() {
             Some((method, path, expected))
         })
         .collect();
-    assert_eq!(matrix.len(), 41);
+    assert_eq!(matrix.len(), 42);
     let mut failures = Vec::new();
     for (method, path, expected) in &matrix {
         assert_eq!(expected.len(), EVERYONE.len(), "{method} {path}");

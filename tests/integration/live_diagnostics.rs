@@ -10,7 +10,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::util::{free_port, repo, run, stderr, stdout};
+use crate::util::{free_port, repo, run, stderr, stdout, Server};
 
 /// The server under diagnosis; stopped when the test ends, pass or fail.
 struct Postgres {
@@ -135,4 +135,32 @@ fn real_incidents_on_postgres_are_diagnosed_read_only() {
             "{source}"
         );
     }
+}
+
+#[test]
+fn the_server_lists_its_live_sources_with_their_health_for_admins() {
+    let (_postgres, config) = Postgres::start();
+    let server = Server::start(&["--diagnostics-config", &config]);
+    let body: Value = server
+        .get("/api/diagnostics/sources")
+        .call()
+        .expect("200")
+        .into_json()
+        .expect("JSON");
+    assert_eq!(body["configured"], true);
+    let sources = body["sources"].as_array().cloned().unwrap_or_default();
+    let by_name = |name: &str| sources.iter().find(|s| s["name"] == name).cloned();
+    // The scenarios' databases do not exist yet: the source says so, it does not hide it.
+    let orders = by_name("pg-orders-live").expect("the postgres source is listed");
+    assert_eq!(orders["ok"], false, "{orders}");
+    assert!(
+        orders["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("does not exist")),
+        "{orders}"
+    );
+    assert_eq!(orders["services"], serde_json::json!(["orders-live"]));
+    let changes = by_name("changes").expect("the change log is listed");
+    assert_eq!(changes["ok"], true, "{changes}");
+    assert_eq!(changes["provides"], serde_json::json!(["changes"]));
 }

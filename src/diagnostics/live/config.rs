@@ -128,12 +128,13 @@ impl Registry {
             if !serves {
                 continue;
             }
-            connectors.push(self.connector(entry)?);
+            connectors.push(self.connect_one(entry)?);
         }
         Ok(LiveSource::new(connectors))
     }
 
-    fn connector(&self, entry: &SourceEntry) -> Result<Box<dyn Connector>, String> {
+    /// The connector of one entry.
+    pub fn connect_one(&self, entry: &SourceEntry) -> Result<Box<dyn Connector>, String> {
         let named = |message: String| format!("source `{}`: {message}", entry.name);
         match entry.kind.as_str() {
             "postgres" => {
