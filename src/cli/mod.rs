@@ -20,6 +20,7 @@ mod kb;
 mod maintenance;
 mod models;
 mod serve;
+mod sources;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -92,6 +93,11 @@ enum Command {
     },
     /// Diagnose an incident or a scenario pack with the diagnostic graph; prints the report.
     Diagnose(diagnose::DiagnoseArgs),
+    /// Live diagnostic sources: check their health, read what they answer.
+    Sources {
+        #[command(subcommand)]
+        command: sources::SourcesCommand,
+    },
     /// Incidents: open one by hand, list them.
     Incident {
         #[command(subcommand)]
@@ -133,6 +139,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Group { command } => groups::run(command),
         Command::Token { command } => accounts::run_token(command),
         Command::Incident { command } => incidents::run(command),
+        Command::Sources { command } => sources::run(command),
         Command::Diagnose(args) => diagnose::run(args),
         Command::Audit { command } => maintenance::run_audit(command),
         Command::Doctor(args) => maintenance::run_doctor(args),

@@ -16,6 +16,7 @@ mod kb;
 mod kb_access;
 mod kb_hardening;
 mod live_diagnostics;
+mod live_metrics;
 mod memory;
 mod openai_client;
 mod operability;

@@ -1,5 +1,5 @@
 //! The source registry: a TOML file whose `[[diagnostics.sources]]` tables name the live
-//! systems a diagnosis may read — their kind, address, where their credentials come from
+//! systems (PostgreSQL, Prometheus, log files) a diagnosis may read — their kind, address, where their credentials come from
 //! (an environment variable or a file, never the config itself) and which services they
 //! serve — and the folders log files may be read from. Parsing checks everything a
 //! connector relies on, so a bad entry stops the server with its name and the reason.
@@ -11,6 +11,7 @@ use serde::Deserialize;
 
 use super::log_files::{LogFileConnector, LogFormat};
 use super::postgres::{PgConnector, PgSettings};
+use super::prometheus::{PrometheusConnector, DEFAULT_QUERIES};
 use super::{Connector, LiveSource};
 
 /// A registry file that cannot be used.
@@ -46,11 +47,16 @@ struct DiagnosticsSection {
 #[serde(deny_unknown_fields)]
 pub struct SourceEntry {
     pub name: String,
-    /// `postgres` or `log_file`.
+    /// `postgres`, `prometheus` or `log_file`.
     pub kind: String,
     /// PostgreSQL: a libpq key=value connection string without the password.
     pub dsn: Option<String>,
-    /// The environment variable holding the password.
+    /// Prometheus: its base URL (`http://prometheus.internal:9090`).
+    pub url: Option<String>,
+    /// Prometheus: PromQL replacing default queries, by the field each fills.
+    #[serde(default)]
+    pub queries: BTreeMap<String, String>,
+    /// The environment variable holding the password (Prometheus: a bearer token).
     pub password_env: Option<String>,
     /// A file holding the password (first line).
     pub password_file: Option<PathBuf>,
@@ -147,6 +153,12 @@ impl Registry {
                     host: entry.host.clone().unwrap_or_else(|| entry.name.clone()),
                 })))
             }
+            "prometheus" => Ok(Box::new(PrometheusConnector::new(
+                &entry.name,
+                entry.url.as_deref().unwrap_or_default(),
+                password(entry).map_err(named)?,
+                &entry.queries,
+            ))),
             _ => {
                 let path = entry.path.clone().unwrap_or_default();
                 let format = entry
@@ -183,6 +195,23 @@ fn check_entry(entry: &SourceEntry) -> Result<(), String> {
             }
             if entry.path.is_some() || entry.format.is_some() {
                 return Err("`path` and `format` are for log_file sources".to_owned());
+            }
+            Ok(())
+        }
+        "prometheus" => {
+            let url = entry.url.as_deref().unwrap_or("");
+            if !url.starts_with("http://") {
+                return Err("a prometheus source needs `url` (http://host:port)".to_owned());
+            }
+            if let Some(unknown) = entry
+                .queries
+                .keys()
+                .find(|k| !DEFAULT_QUERIES.iter().any(|(field, _)| field == k))
+            {
+                return Err(format!(
+                    "unknown query `{unknown}` (use {})",
+                    DEFAULT_QUERIES.map(|(field, _)| field).join(", ")
+                ));
             }
             Ok(())
         }

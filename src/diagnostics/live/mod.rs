@@ -1,6 +1,7 @@
 //! Live, read-only connectors behind the same `DiagnosticSource` interface as scenario
 //! packs, so the graph cannot tell a real system from a recorded one: PostgreSQL's views
-//! and server log (`postgres`), log files under allowed roots (`log_files`), and the
+//! and server log (`postgres`), Prometheus' host and pool metrics (`prometheus`), log
+//! files under allowed roots (`log_files`), and the
 //! source registry that builds them from `[[diagnostics.sources]]` (`config`). Every
 //! string a connector returns is masked as chat messages are, before the graph sees it.
 
@@ -8,6 +9,7 @@ pub mod config;
 pub mod log_files;
 pub mod pg_jsonlog;
 pub mod postgres;
+pub mod prometheus;
 pub mod scenarios;
 
 use std::collections::BTreeSet;
