@@ -11,8 +11,8 @@ use super::assess::{decision_ready, independent_sources, CHAIN};
 use super::facts::CausalRole;
 use super::playbooks::{Playbooks, TRIGGER_KINDS};
 use super::state::{
-    ChainLink, DiagnosticState, Disposition, Finding, Policy, Proposal, Recovery, RecoveryMode,
-    RootCause, StepStatus, Trigger, Verdict,
+    ChainLink, DiagnosticState, Disposition, Finding, Policy, PolicyCheck, Proposal, Recovery,
+    RecoveryMode, RootCause, StepStatus, Trigger, Verdict,
 };
 
 /// Most evidence ids one chain link cites.
@@ -283,18 +283,33 @@ pub fn manual_review(state: &DiagnosticState) -> Recovery {
     manual(&reason)
 }
 
-/// The Policy Gate: execution is never permitted here; any recorded failure forces
-/// manual review with the grounded fallback as validation origin.
+/// Least confidence a root cause needs for its recovery to be proposed.
+pub const MIN_PROPOSAL_CONFIDENCE: f64 = 0.5;
+
+/// The Policy Gate: execution is never permitted here. A proposal stands only if every rule
+/// passes — no failure recorded, the conclusion validated, the proposal reverting exactly the
+/// root cause's observed trigger change, that change made on the component blamed, and
+/// enough confidence; any rule that fails turns it into a manual review (with the grounded
+/// fallback as validation origin after a failure).
 pub fn policy_gate(state: &mut DiagnosticState) -> Policy {
     let mut recovery = state
         .recovery
         .clone()
         .unwrap_or_else(|| manual_review(state));
     if !state.failures.is_empty() {
-        if recovery.mode != RecoveryMode::ManualReview {
-            recovery = manual_review(state);
-        }
         state.validation.validation_origin = "deterministic_grounded_fallback".to_owned();
+    }
+    let checks = if recovery.mode == RecoveryMode::ProposalOnly {
+        proposal_checks(state, &recovery)
+    } else {
+        Vec::new()
+    };
+    if let Some(failed) = checks.iter().find(|c| !c.passed) {
+        recovery = if state.failures.is_empty() {
+            manual(&format!("the proposal was withheld: {}", failed.detail))
+        } else {
+            manual_review(state)
+        };
     }
     let reason = match recovery.mode {
         RecoveryMode::ProposalOnly => {
@@ -305,11 +320,72 @@ pub fn policy_gate(state: &mut DiagnosticState) -> Policy {
     };
     let policy = Policy {
         execution_permitted: false,
+        human_approval_required: recovery.mode != RecoveryMode::NoAction,
+        recovery_executed: false,
         recovery_mode: recovery.mode,
         reason: reason.to_owned(),
+        checks,
     };
     state.recovery = Some(recovery);
     policy
+}
+
+/// The rules a proposal must pass, each with its outcome.
+fn proposal_checks(state: &DiagnosticState, recovery: &Recovery) -> Vec<PolicyCheck> {
+    let check = |rule: &str, passed: bool, detail: String| PolicyCheck {
+        rule: rule.to_owned(),
+        passed,
+        detail,
+    };
+    let root = state.root_cause.as_ref();
+    let proposed = recovery.proposal.as_ref().map(|p| p.change_ref.as_str());
+    let trigger = root.and_then(|r| r.trigger.reference.as_deref());
+    let change = state
+        .evidence
+        .iter()
+        .find(|e| e.source == "changes" && e.fields.get("id").and_then(|v| v.as_str()) == proposed);
+    let changed = change
+        .and_then(|e| e.fields.get("service"))
+        .and_then(|v| v.as_str())
+        .unwrap_or("");
+    let component = root.map(|r| r.component.as_str()).unwrap_or("");
+    let confidence = root.map(|r| r.confidence).unwrap_or(0.0);
+    let validated = state.validation.deterministic.status == "passed"
+        && state.validation.llm.status != "inconsistent";
+    vec![
+        check(
+            "no_failures",
+            state.failures.is_empty(),
+            format!("{} failure(s) recorded", state.failures.len()),
+        ),
+        check(
+            "validated",
+            validated,
+            format!(
+                "deterministic validation {}, model validation {}",
+                state.validation.deterministic.status, state.validation.llm.status
+            ),
+        ),
+        check(
+            "reverts_the_trigger",
+            proposed.is_some() && proposed == trigger && change.is_some(),
+            format!(
+                "the proposal reverts {}; the root cause's trigger change is {}",
+                proposed.unwrap_or("nothing"),
+                trigger.unwrap_or("none")
+            ),
+        ),
+        check(
+            "change_on_component",
+            !component.is_empty() && changed.eq_ignore_ascii_case(component),
+            format!("the change was made on `{changed}`; the root cause blames `{component}`"),
+        ),
+        check(
+            "confidence",
+            confidence >= MIN_PROPOSAL_CONFIDENCE,
+            format!("confidence {confidence} (at least {MIN_PROPOSAL_CONFIDENCE} to propose)"),
+        ),
+    ]
 }
 
 /// A plain summary of the outcome (the report's language view; facts stand without it).

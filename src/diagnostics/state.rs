@@ -345,9 +345,32 @@ pub struct Validation {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Policy {
+    /// Always false: nothing in Warden executes a recovery.
     pub execution_permitted: bool,
+    /// A person must approve (a proposal) or review (anything else) before any recovery;
+    /// false only when nothing is to be done.
+    #[serde(default = "yes")]
+    pub human_approval_required: bool,
+    /// Always false, for the same reason.
+    #[serde(default)]
+    pub recovery_executed: bool,
     pub recovery_mode: RecoveryMode,
     pub reason: String,
+    /// Each rule the gate applied and whether the recovery passed it.
+    #[serde(default)]
+    pub checks: Vec<PolicyCheck>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// One rule of the Policy Gate and its outcome for this task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyCheck {
+    pub rule: String,
+    pub passed: bool,
+    pub detail: String,
 }
 
 /// A failure the graph met and closed on: where, what class, which model. Never a

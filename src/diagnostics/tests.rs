@@ -351,3 +351,84 @@ effect = "refutes"
     assert!(state.root_cause.is_none());
     assert!(!state.policy.expect("policy").execution_permitted);
 }
+
+/// A finished task of a shipped pack whose truth is a proposal to revert a change.
+fn proposing_state() -> DiagnosticState {
+    let dir = packs()
+        .into_iter()
+        .find(|dir| {
+            std::fs::read_to_string(dir.join("ground_truth.json"))
+                .is_ok_and(|truth| truth.contains("\"proposal_only\""))
+        })
+        .expect("a shipped pack proposes a recovery");
+    let (state, _) = run(&dir, None, false);
+    assert_eq!(
+        state.policy.as_ref().map(|p| p.recovery_mode),
+        Some(super::state::RecoveryMode::ProposalOnly)
+    );
+    state
+}
+
+fn gate(mut state: DiagnosticState) -> (super::state::Policy, Option<String>) {
+    state.policy = None;
+    let policy = super::decide::policy_gate(&mut state);
+    let failed = policy
+        .checks
+        .iter()
+        .find(|c| !c.passed)
+        .map(|c| c.rule.clone());
+    (policy, failed)
+}
+
+#[test]
+fn the_policy_gate_decides_from_the_evidence_not_a_constant() {
+    use super::state::RecoveryMode::{ManualReview, NoAction, ProposalOnly};
+    let state = proposing_state();
+    let (policy, failed) = gate(state.clone());
+    assert_eq!((policy.recovery_mode, failed), (ProposalOnly, None));
+    assert!(policy.human_approval_required && !policy.execution_permitted);
+    assert!(!policy.recovery_executed);
+    assert_eq!(policy.checks.len(), 5);
+
+    // A proposal to revert some other change is withheld.
+    let mut other = state.clone();
+    if let Some(p) = other.recovery.as_mut().and_then(|r| r.proposal.as_mut()) {
+        p.change_ref = "chg-unrelated".to_owned();
+    }
+    let (policy, failed) = gate(other);
+    assert_eq!(policy.recovery_mode, ManualReview);
+    assert_eq!(failed.as_deref(), Some("reverts_the_trigger"));
+
+    // So is reverting a change made on another service than the one blamed.
+    let mut elsewhere = state.clone();
+    if let Some(root) = elsewhere.root_cause.as_mut() {
+        root.component = "some-other-service".to_owned();
+    }
+    let (policy, failed) = gate(elsewhere);
+    assert_eq!(
+        (policy.recovery_mode, failed.as_deref()),
+        (ManualReview, Some("change_on_component"))
+    );
+
+    // And a conclusion held with too little confidence.
+    let mut unsure = state.clone();
+    if let Some(root) = unsure.root_cause.as_mut() {
+        root.confidence = 0.3;
+    }
+    let (policy, failed) = gate(unsure);
+    assert_eq!(
+        (policy.recovery_mode, failed.as_deref()),
+        (ManualReview, Some("confidence"))
+    );
+    assert!(policy.human_approval_required);
+
+    // Nothing to do needs no approval; still nothing executes.
+    let mut recovered = state;
+    if let Some(r) = recovered.recovery.as_mut() {
+        r.mode = NoAction;
+        r.proposal = None;
+    }
+    let (policy, _) = gate(recovered);
+    assert_eq!(policy.recovery_mode, NoAction);
+    assert!(!policy.human_approval_required && !policy.execution_permitted);
+}
