@@ -91,7 +91,16 @@ impl Registry {
             path: path.to_owned(),
             message: err.to_string(),
         })?;
-        Registry::parse(path, &text)
+        let registry = Registry::parse(path, &text)?;
+        // Every entry must open now (a log file outside the allowed roots, a missing
+        // credential): the server refuses to start rather than fail each diagnosis later.
+        registry
+            .connect(None)
+            .map_err(|message| ConfigError::Invalid {
+                path: path.to_owned(),
+                message,
+            })?;
+        Ok(registry)
     }
 
     fn parse(path: &Path, text: &str) -> Result<Registry, ConfigError> {
