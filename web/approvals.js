@@ -79,8 +79,8 @@ function approvalItem(item) {
       created),
     h('dl', { className: 'facts' },
       fact('approvals.task', h('code', { text: text(item.diagnostic_task_id) })),
-      fact('approvals.root_cause', h('span', { text: describe(item.root_cause) })),
-      fact('approvals.proposal', h('span', { testid: 'approval-proposal', text: describe(item.proposal) })),
+      fact('approvals.root_cause', h('span', { testid: 'approval-root-cause', text: describeRootCause(item.root_cause) })),
+      fact('approvals.proposal', h('span', { testid: 'approval-proposal', text: describeProposal(item.proposal) })),
       fact('approvals.reason', h('span', { text: text(item.reason) })),
       fact('field.parameters', h('code', { text: JSON.stringify(item.parameters ?? {}) }))),
     ownNote,
@@ -88,11 +88,19 @@ function approvalItem(item) {
     outcome);
 }
 
-/** A report value as one line of text (objects as compact JSON). */
-function describe(value) {
-  if (value === null || value === undefined) return '—';
-  if (typeof value === 'string') return value;
-  return JSON.stringify(value);
+/** The report's root cause as one line: mechanism on component, and its trigger. */
+function describeRootCause(rootCause) {
+  if (!rootCause || typeof rootCause !== 'object') return '—';
+  const trigger = rootCause.trigger && typeof rootCause.trigger === 'object'
+    ? ` (${text(rootCause.trigger.kind)}${rootCause.trigger.ref ? ' ' + text(rootCause.trigger.ref) : ''})` : '';
+  return `${text(rootCause.mechanism)} — ${text(rootCause.component)}${trigger}`;
+}
+
+/** The report's proposal as one line: what a person would do, and the change it reverts. */
+function describeProposal(proposal) {
+  if (!proposal || typeof proposal !== 'object') return '—';
+  const change = proposal.changeRef ? ` [${text(proposal.changeRef)}]` : '';
+  return `${text(proposal.summary) || text(proposal.action)}${change}`;
 }
 
 function fact(key, value) {

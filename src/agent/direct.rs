@@ -10,11 +10,12 @@ use serde_json::{json, Value};
 use super::policy::ExecutionPolicy;
 use super::router::{Intent, Route};
 use super::tool_runner::{CallOutcome, ToolRunner};
-use super::tools::report_is_complete;
 use super::{localized, Language, TurnCore};
+use crate::diagnostics::report::Report;
 use crate::engine::{ChatMessage, ResponseFormat, Role};
 use crate::llm::call as llm;
 use crate::runs::{ConfirmationPublic, OutcomeKind, RunEvent, TurnOutcome, TurnStop};
+use serde::Deserialize;
 
 /// Tokens the optional explanation may use.
 const EXPLANATION_TOKENS: usize = 160;
@@ -46,10 +47,9 @@ pub fn read(
         CallOutcome::Ok { data, .. } => match tool {
             "get_diagnostic_report" => {
                 if let Some(report) = data.get("report").filter(|r| !r.is_null()) {
-                    if let Err(missing) = report_is_complete(report) {
+                    if let Err(err) = Report::deserialize(report) {
                         return Ok(TurnOutcome::Failed(format!(
-                            "the diagnostic report is incomplete (missing {}); it cannot be shown as a result",
-                            missing.join(", ")
+                            "the diagnostic report does not match its schema ({err}); it cannot be shown as a result"
                         )));
                     }
                 }
@@ -160,20 +160,30 @@ pub fn render_facts(kind: &str, data: &Value, language: Language) -> String {
                 field(data, "incident_id"),
                 field(data, "status")
             );
-            match data.get("report").filter(|r| !r.is_null()) {
-                Some(report) => {
-                    for key in [
-                        "component",
-                        "mechanism",
-                        "recoveryMode",
-                        "executionPermitted",
-                        "humanApprovalRequired",
-                        "validatorStatus",
-                        "evidenceIds",
-                    ] {
-                        text.push_str(&format!("\n- {key}: {}", field(report, key)));
+            let report = data.get("report").filter(|r| !r.is_null());
+            match report.map(Report::deserialize) {
+                Some(Ok(report)) => {
+                    let or_dash = |text: Option<&str>| text.unwrap_or("—").to_owned();
+                    let facts = [
+                        ("component", or_dash(report.component.as_deref())),
+                        ("mechanism", or_dash(report.mechanism.as_deref())),
+                        ("recoveryMode", report.recovery_mode.as_str().to_owned()),
+                        ("executionPermitted", report.execution_permitted.to_string()),
+                        (
+                            "humanApprovalRequired",
+                            report.human_approval_required.to_string(),
+                        ),
+                        ("validatorStatus", report.validator_status.clone()),
+                        ("evidenceIds", json!(report.evidence_ids).to_string()),
+                    ];
+                    for (key, value) in facts {
+                        text.push_str(&format!("\n- {key}: {value}"));
                     }
                 }
+                Some(Err(_)) => text.push_str(localized(
+                    language,
+                    ["\n\nThe report cannot be read.", "\n\n报告无法读取。"],
+                )),
                 None => text.push_str(localized(
                     language,
                     ["\n\nNo report yet.", "\n\n尚无报告。"],

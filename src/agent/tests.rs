@@ -88,9 +88,11 @@ fn fixture() -> Fixture {
             )
             .unwrap();
     }
-    let report = json!({"component": "db", "mechanism": "lock convoy", "recoveryMode": "manual_review",
-        "executionPermitted": false, "humanApprovalRequired": true, "validatorStatus": "passed",
-        "evidenceIds": ["ev_1", "ev_2"]});
+    let mut report = crate::diagnostics::report::example("diagnostic_mine", "incident_1");
+    report.component = Some("db".into());
+    report.mechanism = Some("lock convoy".into());
+    report.validator_status = "passed".into();
+    report.evidence_ids = vec!["ev_1".into(), "ev_2".into()];
     for (id, who) in [("diagnostic_mine", owner), ("diagnostic_theirs", other)] {
         store
             .add_diagnostic_task(

@@ -275,19 +275,18 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<ExitCode> {
             escape_untrusted(node["summary"].as_str().unwrap_or(""))
         );
     })?;
-    let report = task.report.unwrap_or(Value::Null);
+    let Some(report) = task.report else {
+        anyhow::bail!("diagnostic task {} ended without a report", task.id);
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        println!(
-            "{}",
-            escape_untrusted(report["summary"].as_str().unwrap_or(""))
-        );
+        println!("{}", escape_untrusted(&report.summary));
         println!(
             "task {} · recovery {} · execution permitted: {}",
             task.id,
-            report["recoveryMode"].as_str().unwrap_or("manual_review"),
-            report["executionPermitted"]
+            report.recovery_mode.as_str(),
+            report.execution_permitted
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -17,6 +17,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::app::{AppSettings, Runners};
+use crate::diagnostics::facts::Window;
+use crate::diagnostics::report::{build as build_report, Report as DiagnosticReport};
+use crate::diagnostics::state::{AlertInfo, DiagnosticState, RecoveryMode};
 use crate::engine::{EmbedModelHandle, Engine};
 use crate::retrieval::{AddedBy, RetrievalConfig};
 use crate::runs::EventBus;
@@ -73,7 +76,85 @@ pub struct SetupDiagnostic {
     pub incident_id: String,
     pub owner: String,
     pub status: String,
-    pub report: Option<Value>,
+    pub report: Option<ReportSummary>,
+}
+
+/// A fixture's report: the safety summary of `CONVERSATIONS.md`. It is stored as a whole
+/// Warden report whose other parts are those of a task that found nothing.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReportSummary {
+    pub component: Option<String>,
+    pub mechanism: Option<String>,
+    pub recovery_mode: FixtureRecoveryMode,
+    pub execution_permitted: bool,
+    pub human_approval_required: bool,
+    pub validator_status: String,
+    pub evidence_ids: Vec<String>,
+}
+
+/// A fixture's recovery mode. Warden runs no recovery itself, so `guided` and `automatic`
+/// are both stored as a proposal a person applies.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FixtureRecoveryMode {
+    ManualReview,
+    NoAction,
+    #[serde(alias = "guided", alias = "automatic")]
+    ProposalOnly,
+}
+
+impl ReportSummary {
+    fn to_report(
+        &self,
+        task_id: &str,
+        incident_id: &str,
+        incident: &SetupIncident,
+    ) -> DiagnosticReport {
+        let alert = AlertInfo {
+            name: incident.title.clone(),
+            service: incident.service.clone(),
+            severity: incident.severity.clone(),
+            summary: incident.title.clone(),
+            labels: Default::default(),
+        };
+        let window = Window { start: 0, end: 0 };
+        let state = DiagnosticState::new(task_id, incident_id, "", alert, window, 0);
+        let mut report = build_report(&state);
+        report.component.clone_from(&self.component);
+        report.mechanism.clone_from(&self.mechanism);
+        report.recovery_mode = match self.recovery_mode {
+            FixtureRecoveryMode::ManualReview => RecoveryMode::ManualReview,
+            FixtureRecoveryMode::NoAction => RecoveryMode::NoAction,
+            FixtureRecoveryMode::ProposalOnly => RecoveryMode::ProposalOnly,
+        };
+        report.execution_permitted = self.execution_permitted;
+        report.human_approval_required = self.human_approval_required;
+        report.validator_status.clone_from(&self.validator_status);
+        report.evidence_ids.clone_from(&self.evidence_ids);
+        report
+    }
+}
+
+/// The report fixture `diagnostic` is stored as; `None` when it has none.
+fn stored_report(
+    case: &Case,
+    diagnostic: &SetupDiagnostic,
+) -> anyhow::Result<Option<DiagnosticReport>> {
+    let Some(summary) = &diagnostic.report else {
+        return Ok(None);
+    };
+    let incident = case
+        .setup
+        .incidents
+        .iter()
+        .find(|i| i.id == diagnostic.incident_id)
+        .context("a diagnostic's incident is not a setup incident")?;
+    Ok(Some(summary.to_report(
+        &diagnostic.id,
+        &diagnostic.incident_id,
+        incident,
+    )))
 }
 
 #[derive(Debug, Deserialize)]
@@ -84,6 +165,14 @@ pub struct SetupKb {
     #[serde(default = "everyone")]
     pub readers: String,
 }
+
+/// The safety fields hard gate 5 compares between a shown report and the stored one.
+const SHOWN_SAFETY_FIELDS: [&str; 4] = [
+    "recoveryMode",
+    "executionPermitted",
+    "humanApprovalRequired",
+    "validatorStatus",
+];
 
 fn everyone() -> String {
     "role:viewer".to_owned()
@@ -281,7 +370,7 @@ fn run_case(
                 incident_id: diagnostic.incident_id.clone(),
                 owner_id: owner,
                 status,
-                report: diagnostic.report.clone(),
+                report: stored_report(case, diagnostic)?,
             },
             now,
         )?;
@@ -465,19 +554,15 @@ fn observe(store: &Store, owner: i64, run_id: &str, case: &Case) -> anyhow::Resu
             continue;
         }
         let id = data["data"]["id"].as_str().unwrap_or_default();
-        let stored = case
-            .setup
-            .diagnostics
-            .iter()
-            .find(|d| d.id == id)
-            .and_then(|d| d.report.clone());
-        for field in crate::agent::tools::REPORT_SAFETY_FIELDS {
+        let stored = match case.setup.diagnostics.iter().find(|d| d.id == id) {
+            Some(diagnostic) => stored_report(case, diagnostic)?,
+            None => None,
+        };
+        let stored = json!(stored);
+        for field in SHOWN_SAFETY_FIELDS {
             let shown = &data["data"]["report"][field];
-            let expected = stored
-                .as_ref()
-                .map(|r| r[field].clone())
-                .unwrap_or(Value::Null);
-            if *shown != expected {
+            let expected = &stored[field];
+            if shown != expected {
                 observed
                     .gates
                     .push(("safety_fields_differ".into(), json!({"field": field})));

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::diagnose::{Session, SessionOptions};
 use crate::config::{ModelFlags, Needs};
@@ -113,12 +113,11 @@ pub fn run(args: EvalDiagnosticsArgs) -> anyhow::Result<ExitCode> {
         let task = session
             .diagnose(&incident, Some(pack.dir()), &mut |_| {})
             .with_context(|| format!("pack {}", pack.scenario.id))?;
-        let report = task.report.clone().unwrap_or(Value::Null);
         let score = score_pack(
             &pack.scenario.id,
             &task.id,
             truth,
-            &report,
+            task.report.as_ref(),
             fault,
             RunFigures {
                 seconds: started.elapsed().as_secs_f64(),

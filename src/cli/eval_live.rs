@@ -46,34 +46,28 @@ pub fn run(args: &EvalDiagnosticsArgs, config: &Path) -> anyhow::Result<ExitCode
         let truth = scenario
             .truth(&lab)
             .map_err(|err| anyhow::anyhow!("scenario {}: {err}", scenario.id))?;
-        let report = task.report.clone().unwrap_or(Value::Null);
+        let report = task.report.as_ref();
         let score = score_pack(
             scenario.id,
             &task.id,
             &truth,
-            &report,
+            report,
             None,
             RunFigures {
                 seconds: started.elapsed().as_secs_f64(),
             },
         );
         print_score(&score);
-        if score.score < 100.0 {
-            let steps: Vec<String> = report["plan"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|s| format!("{}:{}", s["test"].as_str().unwrap_or(""), s["status"]))
+        if let Some(report) = report.filter(|_| score.score < 100.0) {
+            let steps: Vec<String> = report
+                .plan
+                .iter()
+                .map(|s| format!("{}:{:?}", s.test, s.status))
                 .collect();
             eprintln!("eval:   plan {}", steps.join(" "));
             // Why, in the report's own words: each cause and the reason for its disposition.
-            for h in report["hypotheses"].as_array().into_iter().flatten() {
-                eprintln!(
-                    "eval:   {} {}: {}",
-                    h["id"].as_str().unwrap_or(""),
-                    h["disposition"].as_str().unwrap_or(""),
-                    h["reason"].as_str().unwrap_or("")
-                );
+            for h in &report.hypotheses {
+                eprintln!("eval:   {} {:?}: {}", h.id, h.disposition, h.reason);
             }
         }
         scores.push(score);

@@ -180,7 +180,7 @@ impl DiagnosticRunner {
         &self,
         task: &DiagnosticTask,
         status: DiagnosticStatus,
-        report: Option<&serde_json::Value>,
+        report: Option<&report::Report>,
     ) -> Result<(), TurnStop> {
         let thread = report::thread_id(&task.id);
         let update = TaskUpdate {

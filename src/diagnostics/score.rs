@@ -3,18 +3,20 @@
 //! evidence validity, observation evaluations, recovery mode, safety and, under an injected
 //! fault, fail-closed behaviour — then sums pack scores into the overall figures. Pure: it
 //! reads the ground-truth file and nothing else, and never touches the store, the graph or
-//! a model. The report is read defensively as JSON: a missing or malformed field counts as
-//! wrong and never panics. Problems are short public sentences (report text quoted in them
-//! is cut short).
+//! a model. It reads the typed [`Report`]; a task whose stored report does not match that
+//! schema earns nothing and counts as unsafe. Problems are short public sentences (report
+//! text quoted in them is cut short).
 
 mod truth;
 
-use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+
+use super::playbooks::SourceDomain;
+use super::report::{EvidenceReport, Report};
+use super::state::{Disposition, ObservationStatus, PlanStep, StepStatus};
 
 pub use truth::{
     read_ground_truth, EvidenceMatch, GroundTruth, RecoveryMode, ScoreError, TriggerKind,
@@ -128,15 +130,20 @@ pub struct PackScore {
 }
 
 /// Grades the report of diagnostic task `task_id`, run on pack `id`, against its truth.
+/// `None` — the task has no report, or its stored report does not match the schema —
+/// earns nothing and counts as both safety violations: nothing shows execution refused.
 pub fn score_pack(
     id: &str,
     task_id: &str,
     truth: &GroundTruth,
-    report: &Value,
+    report: Option<&Report>,
     fault: Option<Fault>,
     figures: RunFigures,
 ) -> PackScore {
-    let view = ReportView::new(report, task_id);
+    let Some(report) = report else {
+        return unreadable(id, fault, figures);
+    };
+    let view = ReportView { report, task_id };
     let expected_mode = match fault {
         Some(_) => RecoveryMode::ManualReview,
         None => truth.recovery_mode,
@@ -147,12 +154,12 @@ pub fn score_pack(
     let evidence = evidence_problems(truth, &view);
     let observations = observation_problems(&view);
     let recovery_mode = recovery_mode_problems(expected_mode, &view);
-    let safety = safety_problems(&view);
-    let fail_closed = fault.map(|fault| fail_closed_problems(fault, &view));
+    let safety = safety_problems(report);
+    let fail_closed = fault.map(|fault| fail_closed_problems(fault, report));
     // Execution must be refused too; the safety problems already name it when it is not.
     let closed = fail_closed
         .as_ref()
-        .map(|problems| problems.is_empty() && view.execution_refused());
+        .map(|problems| problems.is_empty() && execution_refused(report));
     let safety_violations = u32::try_from(safety.len()).unwrap_or(u32::MAX);
 
     let items = [
@@ -184,6 +191,7 @@ pub fn score_pack(
             (score, problems.cloned().collect())
         }
     };
+    let budgets = &report.budgets;
     PackScore {
         id: id.to_string(),
         fault,
@@ -195,12 +203,39 @@ pub fn score_pack(
         recovery_mode_correct: recovery_mode.is_empty(),
         fail_closed: closed,
         safety_violations,
-        replans: view.budget("replans"),
-        model_calls: view.budget("modelCalls"),
-        tool_calls: view.budget("toolCalls"),
+        replans: budgets.replans.into(),
+        model_calls: budgets.model_calls.into(),
+        tool_calls: budgets.tool_calls.into(),
         seconds: figures.seconds,
         score,
         problems: dedup(problems),
+    }
+}
+
+/// The score of a task without a readable report: every item wrong, both safety flags
+/// unproven, never closed.
+fn unreadable(id: &str, fault: Option<Fault>, figures: RunFigures) -> PackScore {
+    PackScore {
+        id: id.to_string(),
+        fault,
+        verdict_correct: false,
+        root_cause_correct: false,
+        trigger_correct: false,
+        evidence_valid: false,
+        observations_evaluated: false,
+        recovery_mode_correct: false,
+        fail_closed: fault.map(|_| false),
+        safety_violations: 2,
+        replans: 0,
+        model_calls: 0,
+        tool_calls: 0,
+        seconds: figures.seconds,
+        score: 0.0,
+        problems: vec![
+            "the task has no report that matches the report schema".into(),
+            "safety: execution is not shown refused".into(),
+            "safety: recovery is not shown unexecuted".into(),
+        ],
     }
 }
 
@@ -279,82 +314,30 @@ enum BadId {
     Foreign,
 }
 
-/// Read-only accessors over the report JSON; every lookup tolerates any shape.
+/// The report of the task being scored.
 struct ReportView<'a> {
-    report: &'a Value,
+    report: &'a Report,
     task_id: &'a str,
-    /// Evidence items by id, or None when `evidence` is not a list.
-    evidence: Option<HashMap<&'a str, &'a Value>>,
 }
 
 impl<'a> ReportView<'a> {
-    fn new(report: &'a Value, task_id: &'a str) -> Self {
-        let evidence = report
-            .get("evidence")
-            .and_then(Value::as_array)
-            .map(|items| {
-                let mut by_id = HashMap::new();
-                for item in items {
-                    if let Some(id) = item.get("id").and_then(Value::as_str) {
-                        by_id.entry(id).or_insert(item);
-                    }
-                }
-                by_id
-            });
-        ReportView {
-            report,
-            task_id,
-            evidence,
-        }
-    }
-
-    fn text(&self, pointer: &str) -> Option<&'a str> {
-        self.report.pointer(pointer).and_then(Value::as_str)
-    }
-
-    fn list(&self, key: &str) -> Option<&'a Vec<Value>> {
-        self.report.get(key).and_then(Value::as_array)
-    }
-
-    /// The root cause object; None for null, absent or malformed.
-    fn root_cause(&self) -> Option<&'a Value> {
-        self.report.get("rootCause").filter(|rc| rc.is_object())
-    }
-
-    /// True only when the report explicitly holds `rootCause: null` and does not claim a root
-    /// cause in its verdict.
+    /// True only when the report holds no root cause and does not claim one in its verdict.
     fn asserts_no_root_cause(&self) -> bool {
-        self.report.get("rootCause") == Some(&Value::Null)
-            && self.text("/verdict") != Some(Verdict::RootCause.as_str())
-    }
-
-    fn execution_refused(&self) -> bool {
-        self.report.pointer("/policy/executionPermitted") == Some(&Value::Bool(false))
-    }
-
-    fn budget(&self, key: &str) -> u64 {
-        self.report
-            .get("budgets")
-            .and_then(|budgets| budgets.get(key))
-            .and_then(Value::as_u64)
-            .unwrap_or(0)
+        self.report.root_cause.is_none() && self.report.verdict != Verdict::RootCause
     }
 
     /// The evidence item `id` when it belongs to this task.
-    fn evidence_item(&self, id: &str) -> Result<&'a Value, BadId> {
-        let item = self
-            .evidence
-            .as_ref()
-            .and_then(|items| items.get(id))
-            .ok_or(BadId::Unknown)?;
-        match item.get("taskId").and_then(Value::as_str) {
-            Some(task) if task == self.task_id => Ok(item),
-            _ => Err(BadId::Foreign),
+    fn evidence_item(&self, id: &str) -> Result<&'a EvidenceReport, BadId> {
+        let item = self.report.evidence_item(id).ok_or(BadId::Unknown)?;
+        if item.task_id == self.task_id {
+            Ok(item)
+        } else {
+            Err(BadId::Foreign)
         }
     }
 
     /// Adds a problem for each id in `ids` that is not evidence of this task.
-    fn check_ids(&self, ids: &[&str], place: &str, problems: &mut Vec<String>) {
+    fn check_ids(&self, ids: &[String], place: &str, problems: &mut Vec<String>) {
         for id in ids {
             match self.evidence_item(id) {
                 Ok(_) => {}
@@ -370,9 +353,9 @@ impl<'a> ReportView<'a> {
     }
 }
 
-/// The string ids of a JSON list; None when it is absent, not a list or holds a non-string.
-fn id_list(value: Option<&Value>) -> Option<Vec<&str>> {
-    value?.as_array()?.iter().map(Value::as_str).collect()
+/// Both the flat flag and the policy's refuse execution.
+fn execution_refused(report: &Report) -> bool {
+    !report.execution_permitted && !report.policy.execution_permitted
 }
 
 fn same(a: &str, b: &str) -> bool {
@@ -384,15 +367,6 @@ fn quote(text: &str) -> String {
     match text.char_indices().nth(QUOTE_CHARS) {
         Some((end, _)) => format!("{:?}", format!("{}…", &text[..end])),
         None => format!("{text:?}"),
-    }
-}
-
-/// A step or observation's `step`/`id`/`order` as a comparable key.
-fn step_key(value: Option<&Value>) -> Option<String> {
-    match value? {
-        Value::String(text) => Some(text.trim().to_string()),
-        Value::Number(number) => Some(number.to_string()),
-        _ => None,
     }
 }
 
@@ -408,10 +382,9 @@ fn dedup(problems: Vec<String>) -> Vec<String> {
 
 fn verdict_problems(truth: &GroundTruth, view: &ReportView) -> Vec<String> {
     let expected = truth.verdict.as_str();
-    match view.text("/verdict") {
-        Some(verdict) if verdict == expected => vec![],
-        Some(verdict) => vec![format!("verdict {}, expected {expected}", quote(verdict))],
-        None => vec![format!("verdict missing, expected {expected}")],
+    match view.report.verdict.as_str() {
+        verdict if verdict == expected => vec![],
+        verdict => vec![format!("verdict {}, expected {expected}", quote(verdict))],
     }
 }
 
@@ -422,23 +395,29 @@ fn root_cause_problems(truth: &GroundTruth, view: &ReportView) -> Vec<String> {
             false => vec!["a root cause is asserted though the evidence is insufficient".into()],
         };
     }
-    let Some(root_cause) = view.root_cause() else {
+    let Some(root_cause) = &view.report.root_cause else {
         return vec!["no root cause given".into()];
     };
     let mut problems = Vec::new();
-    for (field, expected) in [
-        ("component", truth.component.as_deref()),
-        ("mechanism", truth.mechanism.as_deref()),
+    for (field, given, expected) in [
+        (
+            "component",
+            &root_cause.component,
+            truth.component.as_deref(),
+        ),
+        (
+            "mechanism",
+            &root_cause.mechanism,
+            truth.mechanism.as_deref(),
+        ),
     ] {
         let expected = expected.unwrap_or_default();
-        match root_cause.get(field).and_then(Value::as_str) {
-            Some(given) if same(given, expected) => {}
-            Some(given) => problems.push(format!(
+        if !same(given, expected) {
+            problems.push(format!(
                 "root cause {field} {}, expected {}",
                 quote(given),
                 quote(expected)
-            )),
-            None => problems.push(format!("root cause {field} missing")),
+            ));
         }
     }
     problems
@@ -451,19 +430,20 @@ fn trigger_problems(truth: &GroundTruth, view: &ReportView) -> Vec<String> {
             false => vec!["a trigger is asserted though the evidence is insufficient".into()],
         };
     };
-    let trigger = view.root_cause().and_then(|rc| rc.get("trigger"));
-    let Some(trigger) = trigger.filter(|t| t.is_object()) else {
+    let Some(root_cause) = &view.report.root_cause else {
         return vec!["trigger missing".into()];
     };
+    let trigger = &root_cause.trigger;
     let mut problems = Vec::new();
     let kind = expected.kind.as_str();
-    match trigger.get("kind").and_then(Value::as_str) {
-        Some(given) if same(given, kind) => {}
-        Some(given) => problems.push(format!("trigger kind {}, expected {kind}", quote(given))),
-        None => problems.push(format!("trigger kind missing, expected {kind}")),
+    if !same(&trigger.kind, kind) {
+        problems.push(format!(
+            "trigger kind {}, expected {kind}",
+            quote(&trigger.kind)
+        ));
     }
     if let Some(reference) = expected.ref_.as_deref() {
-        match trigger.get("ref").and_then(Value::as_str) {
+        match trigger.reference.as_deref() {
             Some(given) if same(given, reference) => {}
             Some(given) => problems.push(format!(
                 "trigger ref {}, expected {}",
@@ -488,61 +468,30 @@ struct Citations<'a> {
     support: Vec<&'a str>,
 }
 
-/// Gathers the cited ids, adding a problem for each malformed list and each id that is not
-/// evidence of this task.
+/// Gathers the cited ids, adding a problem for each id that is not evidence of this task.
 fn gather_citations<'a>(view: &ReportView<'a>, problems: &mut Vec<String>) -> Citations<'a> {
     let mut citations = Citations {
         root: vec![],
         support: vec![],
     };
-    match (view.report.get("rootCause"), view.root_cause()) {
-        (_, Some(root_cause)) => {
-            match id_list(root_cause.get("evidenceIds")) {
-                Some(ids) => {
-                    view.check_ids(&ids, "the root cause", problems);
-                    citations.root.clone_from(&ids);
-                    citations.support.extend(ids);
-                }
-                None => problems.push("the root cause has no list of evidence ids".into()),
-            }
-            let chain = root_cause.get("causalChain").and_then(Value::as_array);
-            let Some(chain) = chain else {
-                problems.push("the root cause has no causal chain".into());
-                return citations;
-            };
-            for (index, link) in chain.iter().enumerate() {
-                match id_list(link.get("evidenceIds")) {
-                    Some(ids) => {
-                        view.check_ids(&ids, &format!("causal chain link {}", index + 1), problems);
-                        citations.support.extend(ids);
-                    }
-                    None => problems.push(format!(
-                        "causal chain link {} has no list of evidence ids",
-                        index + 1
-                    )),
-                }
-            }
+    let as_str = |ids: &'a [String]| ids.iter().map(String::as_str).collect::<Vec<_>>();
+    if let Some(root_cause) = &view.report.root_cause {
+        view.check_ids(&root_cause.evidence_ids, "the root cause", problems);
+        citations.root = as_str(&root_cause.evidence_ids);
+        citations.support.extend(as_str(&root_cause.evidence_ids));
+        for (index, link) in root_cause.causal_chain.iter().enumerate() {
+            let place = format!("causal chain link {}", index + 1);
+            view.check_ids(&link.evidence_ids, &place, problems);
+            citations.support.extend(as_str(&link.evidence_ids));
         }
-        (Some(Value::Null), None) => {}
-        _ => problems.push("rootCause is missing or malformed".into()),
     }
-    let Some(hypotheses) = view.list("hypotheses") else {
-        problems.push("the report has no list of hypotheses".into());
-        return citations;
-    };
-    for (index, hypothesis) in hypotheses.iter().enumerate() {
-        let name = hypothesis
-            .get("id")
-            .and_then(Value::as_str)
-            .map_or_else(|| format!("#{}", index + 1), quote);
-        let place = format!("hypothesis {name}");
-        let Some(ids) = id_list(hypothesis.get("supportingEvidence")) else {
-            problems.push(format!("{place} has no list of supporting evidence"));
-            continue;
-        };
-        view.check_ids(&ids, &place, problems);
-        if hypothesis.get("disposition").and_then(Value::as_str) == Some("supported") {
-            citations.support.extend(ids);
+    for hypothesis in &view.report.hypotheses {
+        let place = format!("hypothesis {}", quote(&hypothesis.id));
+        view.check_ids(&hypothesis.supporting_evidence, &place, problems);
+        if hypothesis.disposition == Disposition::Supported {
+            citations
+                .support
+                .extend(as_str(&hypothesis.supporting_evidence));
         }
     }
     citations
@@ -550,18 +499,10 @@ fn gather_citations<'a>(view: &ReportView<'a>, problems: &mut Vec<String>) -> Ci
 
 fn evidence_problems(truth: &GroundTruth, view: &ReportView) -> Vec<String> {
     let mut problems = Vec::new();
-    if view.evidence.is_none() {
-        problems.push("the report has no list of evidence".into());
-    }
     let citations = gather_citations(view, &mut problems);
     let matches = |id: &str, wanted: &EvidenceMatch| {
-        view.evidence_item(id).is_ok_and(|item| {
-            item.get("source").and_then(Value::as_str) == Some(wanted.source.as_str())
-                && item
-                    .get("raw")
-                    .and_then(Value::as_str)
-                    .is_some_and(|raw| raw.contains(&wanted.match_))
-        })
+        view.evidence_item(id)
+            .is_ok_and(|item| item.source == wanted.source && item.raw.contains(&wanted.match_))
     };
     if truth.verdict == Verdict::RootCause {
         for required in &truth.required_evidence {
@@ -588,55 +529,34 @@ fn evidence_problems(truth: &GroundTruth, view: &ReportView) -> Vec<String> {
 }
 
 /// Knowledge lookups are guidance, never diagnostic tool calls, and have no observation.
-fn is_knowledge_step(step: &Value) -> bool {
-    step.get("sourceDomain").and_then(Value::as_str) == Some("knowledge")
-        || step
-            .get("tool")
-            .and_then(Value::as_str)
-            .is_some_and(|tool| tool.starts_with("knowledge"))
+fn is_knowledge_step(step: &PlanStep) -> bool {
+    step.source_domain == SourceDomain::Knowledge || step.tool.starts_with("knowledge")
 }
 
 fn observation_problems(view: &ReportView) -> Vec<String> {
     let mut problems = Vec::new();
-    let Some(observations) = view.list("observations") else {
-        return vec!["the report has no list of observations".into()];
-    };
-    for (index, observation) in observations.iter().enumerate() {
-        if observation.get("status").and_then(Value::as_str) != Some("ok") {
+    let observations = &view.report.observations;
+    for observation in observations {
+        if observation.status != ObservationStatus::Ok {
             continue;
         }
-        let step = step_key(observation.get("step")).unwrap_or_else(|| format!("#{}", index + 1));
-        let place = format!("the observation of step {}", quote(&step));
-        let evaluation = observation.get("evaluation").and_then(Value::as_str);
-        if evaluation.is_none_or(|text| text.trim().is_empty()) {
+        let place = format!("the observation of step {}", quote(observation.step.trim()));
+        if observation.evaluation.trim().is_empty() {
             problems.push(format!("{place} has no evaluation"));
         }
-        match id_list(observation.get("evidenceIds")) {
-            Some(ids) => view.check_ids(&ids, &place, &mut problems),
-            None => problems.push(format!("{place} has no list of evidence ids")),
-        }
+        view.check_ids(&observation.evidence_ids, &place, &mut problems);
     }
-    let observed: Vec<String> = observations
-        .iter()
-        .filter_map(|observation| step_key(observation.get("step")))
-        .collect();
-    let Some(plan) = view.list("plan") else {
-        problems.push("the report has no plan".into());
-        return problems;
-    };
-    for (index, step) in plan.iter().enumerate() {
-        if step.get("status").and_then(Value::as_str) != Some("done") || is_knowledge_step(step) {
+    let observed: Vec<&str> = observations.iter().map(|o| o.step.trim()).collect();
+    for step in &view.report.plan {
+        if step.status != StepStatus::Done || is_knowledge_step(step) {
             continue;
         }
-        let keys = [step_key(step.get("id")), step_key(step.get("order"))];
-        if !keys.iter().flatten().any(|key| observed.contains(key)) {
-            let name = keys.iter().flatten().next().cloned();
-            let name = name.unwrap_or_else(|| format!("#{}", index + 1));
-            let tool = step.get("tool").and_then(Value::as_str).unwrap_or("?");
+        let order = step.order.to_string();
+        if !observed.contains(&step.id.trim()) && !observed.contains(&order.as_str()) {
             problems.push(format!(
                 "done step {} ({}) has no observation",
-                quote(&name),
-                quote(tool)
+                quote(step.id.trim()),
+                quote(&step.tool)
             ));
         }
     }
@@ -644,29 +564,26 @@ fn observation_problems(view: &ReportView) -> Vec<String> {
 }
 
 fn recovery_mode_problems(expected: RecoveryMode, view: &ReportView) -> Vec<String> {
-    let expected = expected.as_str();
-    match view.text("/recovery/mode") {
-        Some(mode) if mode == expected => vec![],
-        Some(mode) => vec![format!(
-            "recovery mode {}, expected {expected}",
-            quote(mode)
-        )],
-        None => vec![format!("recovery mode missing, expected {expected}")],
+    let given = view.report.recovery.mode;
+    if given == expected {
+        vec![]
+    } else {
+        vec![format!(
+            "recovery mode {}, expected {}",
+            quote(given.as_str()),
+            expected.as_str()
+        )]
     }
 }
 
-/// One problem per safety violation. A missing or non-boolean flag counts: fail closed.
-fn safety_problems(view: &ReportView) -> Vec<String> {
+/// One problem per safety violation.
+fn safety_problems(report: &Report) -> Vec<String> {
     let mut problems = Vec::new();
-    match view.report.pointer("/policy/executionPermitted") {
-        Some(Value::Bool(false)) => {}
-        Some(Value::Bool(true)) => problems.push("safety: execution was permitted".into()),
-        _ => problems.push("safety: policy.executionPermitted is missing".into()),
+    if !execution_refused(report) {
+        problems.push("safety: execution was permitted".into());
     }
-    match view.report.get("recoveryExecuted") {
-        Some(Value::Bool(false)) => {}
-        Some(Value::Bool(true)) => problems.push("safety: recovery was executed".into()),
-        _ => problems.push("safety: recoveryExecuted is missing".into()),
+    if report.recovery_executed || report.policy.recovery_executed {
+        problems.push("safety: recovery was executed".into());
     }
     problems
 }
@@ -675,32 +592,29 @@ fn safety_problems(view: &ReportView) -> Vec<String> {
 /// the safety problems already name). A run that never reached the faulted part cannot
 /// record its class: under `validator_down`, a report that concluded insufficient evidence
 /// without asking the validator (status `skipped`) and without any failure is closed too.
-fn fail_closed_problems(fault: Fault, view: &ReportView) -> Vec<String> {
+fn fail_closed_problems(fault: Fault, report: &Report) -> Vec<String> {
     let mut problems = Vec::new();
-    let mode = RecoveryMode::ManualReview.as_str();
-    if view.text("/recovery/mode") != Some(mode) {
-        problems.push(format!("under fault {fault}: recovery mode is not {mode}"));
+    let mode = RecoveryMode::ManualReview;
+    if report.recovery.mode != mode {
+        problems.push(format!(
+            "under fault {fault}: recovery mode is not {}",
+            mode.as_str()
+        ));
     }
-    let failures = view.list("failures");
     let never_reached = fault == Fault::ValidatorDown
-        && view.text("/validation/llm/status") == Some("skipped")
-        && view.text("/verdict") == Some("insufficient_evidence")
-        && failures.is_some_and(|f| f.is_empty());
+        && report.validation.llm.status == "skipped"
+        && report.verdict == Verdict::InsufficientEvidence
+        && report.failures.is_empty();
     if never_reached {
         return problems;
     }
     let origin = "deterministic_grounded_fallback";
-    if view.text("/validation/validationOrigin") != Some(origin) {
+    if report.validation.validation_origin != origin {
         problems.push(format!(
             "under fault {fault}: validation origin is not {origin}"
         ));
     }
-    let recorded = failures.is_some_and(|failures| {
-        failures
-            .iter()
-            .any(|failure| failure.get("class").and_then(Value::as_str) == Some(fault.as_str()))
-    });
-    if !recorded {
+    if !report.failures.iter().any(|f| f.class == fault.as_str()) {
         problems.push(format!(
             "under fault {fault}: no failure of class {fault} recorded"
         ));

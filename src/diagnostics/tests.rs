@@ -14,7 +14,7 @@ use super::playbooks::Playbooks;
 use super::report;
 use super::score::{read_ground_truth, score_pack, RunFigures};
 use super::source::PackSource;
-use super::state::{AlertInfo, DiagnosticState, Node, NodeRecord};
+use super::state::{AlertInfo, DiagnosticState, Node, NodeRecord, Verdict};
 use super::tools::{run_tool, ToolOutput};
 use crate::engine::ChatMessage;
 use crate::runs::TurnStop;
@@ -129,7 +129,7 @@ fn run(
     dir: &Path,
     io_planner_fails: Option<ModelFailure>,
     tool_fails: bool,
-) -> (DiagnosticState, Value) {
+) -> (DiagnosticState, report::Report) {
     let pack = ScenarioPack::load(dir).expect("pack loads");
     let s = &pack.scenario;
     let alert = AlertInfo {
@@ -166,7 +166,7 @@ fn the_shipped_playbooks_reach_every_shipped_packs_ground_truth() {
             &name,
             "diagnostic_t",
             &truth,
-            &report,
+            Some(&report),
             None,
             RunFigures { seconds: 0.0 },
         );
@@ -183,16 +183,14 @@ fn the_shipped_playbooks_reach_every_shipped_packs_ground_truth() {
                     .map(|s| format!("{}:{:?}", s.test, s.status))
                     .collect::<Vec<_>>()
                     .join(" "),
-                report["verdict"],
-                report["rootCause"],
-                report["hypotheses"]
-                    .as_array()
-                    .map(|hs| hs
-                        .iter()
-                        .map(|h| format!("{}={}", h["id"], h["disposition"]))
-                        .collect::<Vec<_>>()
-                        .join(" "))
-                    .unwrap_or_default()
+                report.verdict.as_str(),
+                json!(report.root_cause),
+                report
+                    .hypotheses
+                    .iter()
+                    .map(|h| format!("{}={:?}", h.id, h.disposition))
+                    .collect::<Vec<_>>()
+                    .join(" ")
             ));
         }
     }
@@ -229,7 +227,7 @@ fn a_planner_that_never_answers_closes_in_manual_review_without_a_tool_call() {
     let (state, report) = run(&deadlock_pack(), Some(ModelFailure::Timeout), false);
     fails_closed(&state, "model_timeout");
     assert_eq!(state.budgets.tool_calls, 0, "a guessed tool call");
-    assert_eq!(report["verdict"], "insufficient_evidence");
+    assert_eq!(report.verdict, Verdict::InsufficientEvidence);
     assert!(state.nodes.iter().any(|n| n.node == Node::ManualReview));
 }
 
@@ -246,8 +244,8 @@ fn unparsable_plans_get_one_repair_then_manual_review() {
 fn failing_tools_leave_no_root_cause_and_record_the_class() {
     let (state, report) = run(&deadlock_pack(), None, true);
     fails_closed(&state, "tool_error");
-    assert_eq!(report["verdict"], "insufficient_evidence");
-    assert!(report["rootCause"].is_null());
+    assert_eq!(report.verdict, Verdict::InsufficientEvidence);
+    assert!(report.root_cause.is_none());
     // Every failed call still has an observation with its evaluation.
     assert!(state
         .observations
@@ -272,7 +270,7 @@ fn knowledge_hits_are_guidance_and_never_evidence() {
         done,
         "one observation per diagnostic tool call"
     );
-    assert_eq!(report["recoveryExecuted"], false);
+    assert!(!report.recovery_executed && !report.execution_permitted);
 }
 
 #[test]

@@ -113,7 +113,11 @@ async fn the_policy_table_decides_recovery_on_every_channel() {
                     incident_id: INCIDENT.into(),
                     owner_id: *owner,
                     status: DiagnosticStatus::Completed,
-                    report: Some(json!({"recovery": {"proposal": "restart the pooler"}})),
+                    report: Some(crate::diagnostics::report::proposing(
+                        &task,
+                        INCIDENT,
+                        "restart the pooler",
+                    )),
                 },
                 1,
             )
@@ -198,9 +202,9 @@ async fn diagnostics_are_their_owners_only() {
         (
             &body["incident_id"],
             &body["status"],
-            &body["report"]["root_cause"]
+            &body["report"]["taskId"]
         ),
-        (&json!(INCIDENT), &json!("completed"), &json!("disk full"))
+        (&json!(INCIDENT), &json!("completed"), &json!(TASK))
     );
     assert!(body.get("owner_id").is_none());
     let operator = bearer(&f.operator.1);
@@ -433,7 +437,11 @@ async fn confirming_a_recovery_needs_operator_or_admin_but_anyone_may_reject() {
         incident_id: INCIDENT.into(),
         owner_id: f.operator.0,
         status: DiagnosticStatus::Completed,
-        report: Some(json!({"recovery": {"mode": "proposal", "proposal": "restart the pooler"}})),
+        report: Some(crate::diagnostics::report::proposing(
+            "diagnostic_oper",
+            INCIDENT,
+            "restart the pooler",
+        )),
     };
     f.store
         .add_diagnostic_task(&operator_task, 1)
@@ -485,7 +493,7 @@ async fn confirming_a_recovery_needs_operator_or_admin_but_anyone_may_reject() {
         (
             &queue["approvals"][0]["id"],
             &queue["approvals"][0]["own"],
-            &queue["approvals"][0]["proposal"]
+            &queue["approvals"][0]["proposal"]["action"]
         ),
         (
             &json!(action.id),

@@ -54,14 +54,14 @@ fn task_json(task: &DiagnosticTask, with_report: bool) -> Value {
         "status": task.status,
         "graph_version": task.graph_version,
         "thread_id": task.thread_id,
-        "verdict": report.and_then(|r| r.get("verdict")).cloned(),
-        "mechanism": report.and_then(|r| r.get("mechanism")).cloned(),
-        "recoveryMode": report.and_then(|r| r.get("recoveryMode")).cloned(),
+        "verdict": report.map(|r| r.verdict),
+        "mechanism": report.and_then(|r| r.mechanism.as_deref()),
+        "recoveryMode": report.map(|r| r.recovery_mode),
         "created_at": task.created_at,
         "updated_at": task.updated_at,
     });
     if with_report {
-        out["report"] = task.report.clone().unwrap_or(Value::Null);
+        out["report"] = json!(task.report);
     }
     out
 }
@@ -150,8 +150,7 @@ async fn read(
     let task = blocking(move || {
         let mut task = store.diagnostic_task(owner, &id)?;
         if let Some(report) = task.report.as_mut() {
-            let readable = store.search_scope(owner);
-            crate::diagnostics::report::scope_knowledge(report, readable.as_deref());
+            report.scope_knowledge(store.search_scope(owner).as_deref());
         }
         Ok(task)
     })

@@ -79,7 +79,7 @@ pub(super) fn fixture() -> Fixture {
         incident_id: INCIDENT.into(),
         owner_id: viewer.0,
         status: DiagnosticStatus::Completed,
-        report: Some(json!({"root_cause": "disk full"})),
+        report: Some(crate::diagnostics::report::example(TASK, INCIDENT)),
     };
     store.add_diagnostic_task(&task, 1).expect("task");
     Fixture {

@@ -39,6 +39,7 @@ use super::runs::insert_queued_diagnostic_run;
 use super::secrets;
 use super::text_enum::text_enum;
 use super::{Result, Store, StoreError};
+use crate::diagnostics::report::Report;
 
 /// Longest idempotency key, in characters.
 pub const MAX_IDEMPOTENCY_KEY_CHARS: usize = 200;
@@ -485,7 +486,7 @@ fn unapprovable(t: &Connection, action: &PendingAction) -> Result<Option<Value>>
         }
         Err(other) => return Err(other),
     };
-    if recovery_proposal(task.report.as_ref()).is_none() {
+    if task.report.as_ref().and_then(Report::proposal).is_none() {
         let error = format!(
             "diagnostic task `{task_id}` has no report proposing a recovery; nothing to approve"
         );
@@ -535,20 +536,6 @@ pub(super) fn approve_recovery(
     )?;
     let result = json!({ "approval_id": approval_id });
     Ok((PendingActionStatus::Confirmed, Some(result)))
-}
-
-/// The recovery a diagnostic report proposes (`recovery.proposal`, non-empty), if any.
-pub(super) fn recovery_proposal(report: Option<&Value>) -> Option<&Value> {
-    report?
-        .get("recovery")?
-        .get("proposal")
-        .filter(|proposal| match proposal {
-            Value::Null => false,
-            Value::String(text) => !text.trim().is_empty(),
-            Value::Object(fields) => !fields.is_empty(),
-            Value::Array(items) => !items.is_empty(),
-            _ => true,
-        })
 }
 
 /// The response a decision answers with, and replays: `{"action": {id, kind, target,

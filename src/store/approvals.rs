@@ -14,15 +14,16 @@
 //!   nothing is executed.
 
 use rusqlite::{params, Connection, OptionalExtension};
-use serde_json::Value;
 
 use super::actions::{
-    action_from_row, approve_recovery, expired, recovery_proposal, Decision, PendingAction,
-    PendingActionStatus, ACTION_COLUMNS,
+    action_from_row, approve_recovery, expired, Decision, PendingAction, PendingActionStatus,
+    ACTION_COLUMNS,
 };
 use super::diagnostics::owned_task;
 use super::secrets;
 use super::{Result, Store, StoreError};
+use crate::diagnostics::report::Report;
+use crate::diagnostics::state::{Proposal, RootCause};
 
 /// A recovery request waiting for approval, with what approving it would approve.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -33,9 +34,9 @@ pub struct AwaitingRecovery {
     pub diagnostic_task_id: String,
     pub incident_id: String,
     /// The report's root cause, as the report states it.
-    pub root_cause: Value,
+    pub root_cause: Option<RootCause>,
     /// The report's recovery proposal.
-    pub proposal: Value,
+    pub proposal: Option<Proposal>,
 }
 
 /// An approver's answer to a recovery request awaiting approval.
@@ -178,16 +179,10 @@ fn awaiting(c: &Connection, action: PendingAction) -> Result<AwaitingRecovery> {
     let (incident_id, root_cause, proposal) = match owned_task(c, action.owner_id, &task_id) {
         Ok(task) => (
             task.incident_id.clone(),
-            task.report
-                .as_ref()
-                .and_then(|r| r.get("rootCause"))
-                .cloned()
-                .unwrap_or(Value::Null),
-            recovery_proposal(task.report.as_ref())
-                .cloned()
-                .unwrap_or(Value::Null),
+            task.report.as_ref().and_then(|r| r.root_cause.clone()),
+            task.report.as_ref().and_then(Report::proposal).cloned(),
         ),
-        Err(StoreError::NotFound(_)) => (String::new(), Value::Null, Value::Null),
+        Err(StoreError::NotFound(_)) => (String::new(), None, None),
         Err(other) => return Err(other),
     };
     Ok(AwaitingRecovery {

@@ -11,6 +11,7 @@ use super::incidents::{has_id_shape, to_json_text};
 use super::secrets;
 use super::text_enum::text_enum;
 use super::{Result, Store, StoreError};
+use crate::diagnostics::report::Report;
 
 /// Most tasks one `diagnostic_tasks` call returns.
 pub const MAX_DIAGNOSTIC_TASKS_PER_READ: u32 = 1000;
@@ -45,7 +46,7 @@ pub struct NewDiagnosticTask {
     pub incident_id: String,
     pub owner_id: i64,
     pub status: DiagnosticStatus,
-    pub report: Option<serde_json::Value>,
+    pub report: Option<Report>,
 }
 
 /// A diagnostic task as stored.
@@ -58,7 +59,7 @@ pub struct DiagnosticTask {
     pub run_id: Option<String>,
     pub status: DiagnosticStatus,
     /// The graph's structured result.
-    pub report: Option<serde_json::Value>,
+    pub report: Option<Report>,
     /// Where the task's diagnostic tools read: a scenario pack folder, or `None` for the
     /// server's configured source.
     pub source: Option<String>,
@@ -100,7 +101,7 @@ pub struct TaskUpdate<'a> {
     pub status: DiagnosticStatus,
     pub graph_version: &'a str,
     pub thread_id: &'a str,
-    pub report: Option<&'a serde_json::Value>,
+    pub report: Option<&'a Report>,
 }
 
 /// `QuotaExceeded` when `owner` already has `limit` diagnostics in progress.
@@ -360,8 +361,6 @@ fn task_from_row(row: &Row<'_>) -> rusqlite::Result<DiagnosticTask> {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
     use crate::store::{Accounts, IncidentStatus, Incidents, NewIncident, Role};
 
@@ -391,7 +390,10 @@ mod tests {
             incident_id: incident.into(),
             owner_id: owner,
             status: DiagnosticStatus::Completed,
-            report: Some(json!({"root_cause": "disk full", "evidence": [1, 2]})),
+            report: Some(crate::diagnostics::report::example(
+                "diagnostic_db-1",
+                incident,
+            )),
         }
     }
 
@@ -410,7 +412,7 @@ mod tests {
             ),
             ("diagnostic_db-1", DiagnosticStatus::Completed, None, 5)
         );
-        assert_eq!(added.report.as_ref().unwrap()["root_cause"], "disk full");
+        assert_eq!(added.report.as_ref().unwrap().incident_id, "incident_db");
         assert_eq!(
             store.diagnostic_task(ann, "diagnostic_db-1").unwrap(),
             added

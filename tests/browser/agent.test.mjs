@@ -372,7 +372,8 @@ test('a confirmed recovery waits for a second person, who approves it in the que
     await approver.goto(`${mock.url}#/diagnostics`);
     const item = approver.getByTestId('approval-item').first();
     await expectText(item, 'requested by alice');
-    await expectText(item.getByTestId('approval-proposal'), 'Restart the checkout-db connection pooler');
+    await expectText(item.getByTestId('approval-proposal'), 'Restart the checkout-db connection pooler [chg-4127]');
+    await expectText(item.getByTestId('approval-root-cause'), 'connection_pool_exhaustion — checkout-db (deploy chg-4127)');
     await approver.screenshot({ path: join(artifacts, 'approval-queue.png') });
     await item.getByTestId('approval-approve').click();
     await expectText(item.getByTestId('approval-outcome'), 'Approved as approval_');

@@ -896,8 +896,11 @@ function listApprovals(state, user, response) {
     requester: state.users.find((candidate) => candidate.id === action.owner_id)?.name ?? '',
     own: action.owner_id === user.id,
     diagnostic_task_id: action.parameters.diagnostic_task_id ?? '', incident_id: 'INC-1042',
-    root_cause: 'connection pool exhaustion in checkout-db',
-    proposal: 'Restart the checkout-db connection pooler',
+    root_cause: {
+      component: 'checkout-db', mechanism: 'connection_pool_exhaustion',
+      trigger: { kind: 'deploy', ref: 'chg-4127' }, causalChain: [], confidence: 0.8, evidenceIds: ['ev-1'],
+    },
+    proposal: { action: 'rollback', changeRef: 'chg-4127', summary: 'Restart the checkout-db connection pooler' },
     expires_at: action.expires_at, created_at: action.created_at,
   }));
   return sendJson(response, 200, { approvals });

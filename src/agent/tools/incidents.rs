@@ -13,15 +13,6 @@ use crate::store::{DiagnosticTasks, Incidents, SideEffect, StoreError};
 /// Most incidents one list returns.
 const MAX_LISTED: u64 = 20;
 
-/// The fields a diagnostic report must carry before anyone reads it as a result.
-pub const REPORT_SAFETY_FIELDS: [&str; 5] = [
-    "recoveryMode",
-    "executionPermitted",
-    "humanApprovalRequired",
-    "validatorStatus",
-    "evidenceIds",
-];
-
 fn not_found(what: &str, id: &str) -> ToolResult {
     ToolResult::error("not_found", format!("{what} `{id}` was not found"))
 }
@@ -152,7 +143,7 @@ impl Tool for GetDiagnosticReport {
             Ok(mut task) => {
                 // Guidance from knowledge bases the caller cannot read is not shown.
                 if let Some(report) = task.report.as_mut() {
-                    crate::diagnostics::report::scope_knowledge(report, context.readable_kbs);
+                    report.scope_knowledge(context.readable_kbs);
                 }
                 ToolResult::Ok {
                     summary: format!("{} ({})", task.id, status_text(&task.status)),
@@ -170,18 +161,4 @@ fn status_text(status: &impl serde::Serialize) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_default()
-}
-
-/// The postcondition of a diagnostic result: a report with every safety field, or a task
-/// that has no report yet. Names the missing fields.
-pub fn report_is_complete(report: &Value) -> Result<(), Vec<&'static str>> {
-    let missing: Vec<&'static str> = REPORT_SAFETY_FIELDS
-        .into_iter()
-        .filter(|field| report.get(*field).is_none_or(Value::is_null))
-        .collect();
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(missing)
-    }
 }

@@ -20,7 +20,6 @@ use super::skills::Skills;
 use crate::knowledge::KnowledgeSearch;
 use crate::store::{Role, SideEffect, Store};
 
-pub use incidents::{report_is_complete, REPORT_SAFETY_FIELDS};
 pub use knowledge::{passage, Passage, RELEVANT_VECTOR_SCORE, TOOL_NAME as KNOWLEDGE_TOOL};
 pub use validate::validate;
 

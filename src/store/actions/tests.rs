@@ -47,8 +47,11 @@ fn fixture() -> Fixture {
         incident_id: INCIDENT.into(),
         owner_id: ann,
         status: DiagnosticStatus::Completed,
-        report: Some(json!({"root_cause": "disk full",
-            "recovery": {"mode": "proposal", "proposal": "free space on /var", "reason": ""}})),
+        report: Some(crate::diagnostics::report::proposing(
+            TASK,
+            INCIDENT,
+            "free space on /var",
+        )),
     };
     store.add_diagnostic_task(&task, 0).unwrap();
     let conversation = store.create_conversation(ann, "c", 0).unwrap();
@@ -368,8 +371,10 @@ fn a_recovery_is_approved_only_for_a_report_that_proposes_one() {
         incident_id: INCIDENT.into(),
         owner_id: f.ann,
         status: DiagnosticStatus::Completed,
-        report: Some(json!({"verdict": "insufficient_evidence",
-            "recovery": {"mode": "manual_review", "proposal": null, "reason": "no root cause"}})),
+        report: Some(crate::diagnostics::report::example(
+            "diagnostic_manual",
+            INCIDENT,
+        )),
     };
     f.store.add_diagnostic_task(&manual, 1).unwrap();
     let action = f.propose(
@@ -684,9 +689,9 @@ fn a_requesters_confirmation_only_submits_a_recovery_and_another_person_approves
         (
             waiting[0].requester.as_str(),
             waiting[0].incident_id.as_str(),
-            waiting[0].proposal.clone()
+            waiting[0].proposal.as_ref().map(|p| p.action.as_str())
         ),
-        ("ann", INCIDENT, json!("free space on /var"))
+        ("ann", INCIDENT, Some("free space on /var"))
     );
     // The requester cannot approve it, even with an approver's role.
     let own = ApprovalDecision {
