@@ -39,7 +39,7 @@ pub struct EvalDiagnosticsArgs {
     stride: u16,
     /// Playbooks folder.
     #[arg(long, default_value = "kb/playbooks")]
-    playbooks: PathBuf,
+    pub playbooks: PathBuf,
     /// Sample knowledge base searched for guidance.
     #[arg(long, default_value = "kb")]
     sample_kb: PathBuf,

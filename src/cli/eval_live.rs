@@ -14,12 +14,13 @@ use anyhow::Context;
 use serde_json::{json, Value};
 
 use super::eval_diagnostics::{print_score, start_session, EvalDiagnosticsArgs};
-use crate::diagnostics::live::config::Registry;
+use super::sources::load_registry;
 use crate::diagnostics::live::scenarios::{self, LiveEvalConfig};
 use crate::diagnostics::score::{overall, score_pack, PackScore, RunFigures};
+use crate::diagnostics::state::Disposition;
 
 pub fn run(args: &EvalDiagnosticsArgs, config: &Path) -> anyhow::Result<ExitCode> {
-    let registry = Arc::new(Registry::load(config).map_err(|err| anyhow::anyhow!("{err}"))?);
+    let registry = Arc::new(load_registry(config, &args.playbooks)?);
     let live: LiveEvalConfig = registry
         .live_eval
         .clone()
@@ -58,6 +59,24 @@ pub fn run(args: &EvalDiagnosticsArgs, config: &Path) -> anyhow::Result<ExitCode
             },
         );
         print_score(&score);
+        // What the conclusion rests on, finding by finding, read from the live systems.
+        let supported = report
+            .into_iter()
+            .flat_map(|r| &r.hypotheses)
+            .filter(|h| h.disposition == Disposition::Supported);
+        let mut shown: Vec<String> = Vec::new();
+        for finding in supported.flat_map(|h| &h.findings) {
+            let line = format!(
+                "{} {}: {}",
+                finding.role.as_str(),
+                finding.step,
+                finding.summary
+            );
+            if !shown.contains(&line) {
+                eprintln!("eval:   {line}");
+                shown.push(line);
+            }
+        }
         if let Some(report) = report.filter(|_| score.score < 100.0) {
             let steps: Vec<String> = report
                 .plan

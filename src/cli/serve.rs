@@ -176,7 +176,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let registry = args
         .diagnostics_config
         .as_deref()
-        .map(|path| Registry::load(path).map(Arc::new))
+        .map(|path| {
+            super::sources::load_registry(path, &args.sample_kb.join("playbooks")).map(Arc::new)
+        })
         .transpose()?;
     let runs = start_runs(
         &engine,

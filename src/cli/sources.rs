@@ -3,12 +3,14 @@
 //! PostgreSQL source must refuse a write), and the records one source kind holds for a
 //! time range, exactly as the diagnostic tools would read them (masked).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use anyhow::Context;
 use serde_json::json;
 
 use crate::diagnostics::live::config::Registry;
+use crate::diagnostics::playbooks::Playbooks;
 use crate::diagnostics::source::{DiagnosticSource, SourceKind, SourceRecords};
 
 #[derive(Debug, clap::Subcommand)]
@@ -17,10 +19,16 @@ pub enum SourcesCommand {
     Check {
         /// The source registry (TOML, `[[diagnostics.sources]]`).
         config: PathBuf,
+        /// The playbooks whose `[[metric]]` PromQL Prometheus sources run.
+        #[arg(long, default_value = "kb/playbooks")]
+        playbooks: PathBuf,
     },
     /// Print the records of one source kind over the last minutes, as JSON.
     Read {
         config: PathBuf,
+        /// The playbooks whose `[[metric]]` PromQL Prometheus sources run.
+        #[arg(long, default_value = "kb/playbooks")]
+        playbooks: PathBuf,
         /// pg_log, lock_waits, transactions, slow_queries, pool_metrics, app_log,
         /// nginx_access, nginx_error, changes or host_metrics.
         #[arg(long)]
@@ -34,10 +42,18 @@ pub enum SourcesCommand {
     },
 }
 
+/// The registry in `config`, its Prometheus sources running the PromQL of the playbooks in
+/// `playbooks`.
+pub fn load_registry(config: &Path, playbooks: &Path) -> anyhow::Result<Registry> {
+    let books = Playbooks::load(playbooks)
+        .with_context(|| format!("cannot load the playbooks in {}", playbooks.display()))?;
+    Registry::load(config, books.metric_queries()).map_err(|err| anyhow::anyhow!("{err}"))
+}
+
 pub fn run(command: SourcesCommand) -> anyhow::Result<ExitCode> {
     match command {
-        SourcesCommand::Check { config } => {
-            let registry = Registry::load(&config).map_err(|err| anyhow::anyhow!("{err}"))?;
+        SourcesCommand::Check { config, playbooks } => {
+            let registry = load_registry(&config, &playbooks)?;
             let health = registry
                 .connect(None)
                 .map_err(|err| anyhow::anyhow!("{err}"))?
@@ -55,6 +71,7 @@ pub fn run(command: SourcesCommand) -> anyhow::Result<ExitCode> {
         }
         SourcesCommand::Read {
             config,
+            playbooks,
             kind,
             minutes,
             service,
@@ -65,7 +82,7 @@ pub fn run(command: SourcesCommand) -> anyhow::Result<ExitCode> {
                     SourceKind::ALL.map(SourceKind::as_str).join(", ")
                 )
             })?;
-            let registry = Registry::load(&config).map_err(|err| anyhow::anyhow!("{err}"))?;
+            let registry = load_registry(&config, &playbooks)?;
             let live = registry
                 .connect(service.as_deref())
                 .map_err(|err| anyhow::anyhow!("{err}"))?;

@@ -35,7 +35,7 @@ impl CausalRole {
 }
 
 /// Fact kinds and the causal roles each may fill (context is always allowed).
-const FACT_KINDS: [(&str, &[CausalRole]); 16] = [
+const FACT_KINDS: [(&str, &[CausalRole]); 17] = [
     (
         "pg_error",
         &[
@@ -66,6 +66,10 @@ const FACT_KINDS: [(&str, &[CausalRole]); 16] = [
     ("disk_usage", &[CausalRole::Mechanism, CausalRole::Impact]),
     ("memory_usage", &[CausalRole::Mechanism]),
     ("resource_growth", &[CausalRole::Trigger]),
+    (
+        "db_connections",
+        &[CausalRole::Mechanism, CausalRole::Impact],
+    ),
 ];
 
 pub fn is_fact_kind(kind: &str) -> bool {
@@ -156,6 +160,7 @@ fn adapt_tool(tool: &str, items: &[Item<'_>], window: Window) -> Vec<Fact> {
         "nginx_error_log" => items.iter().map(|i| nginx_error(i, window)).collect(),
         "recent_changes" => items.iter().map(|i| change(i, window)).collect(),
         "host_metrics" => host(items, window),
+        "pg_database_stats" => db_connections(items, window),
         _ => Vec::new(),
     }
 }
@@ -468,6 +473,48 @@ fn change(item: &Item<'_>, window: Window) -> Fact {
             short(&text(f, "summary"), 70)
         ),
     )
+}
+
+/// Per database host, the in-window sample with the most connection slots in use, citing
+/// every sample near that peak.
+fn db_connections(items: &[Item<'_>], window: Window) -> Vec<Fact> {
+    let mut by_host: BTreeMap<String, Vec<&Item<'_>>> = BTreeMap::new();
+    for item in items.iter().filter(|i| in_window(i, window)) {
+        by_host
+            .entry(text(item.fields, "host"))
+            .or_default()
+            .push(item);
+    }
+    let used = |item: &Item<'_>| number(item.fields, "connections_used_pct");
+    let mut facts = Vec::new();
+    for (host, samples) in by_host {
+        let Some(peak) = samples.iter().max_by(|a, b| used(a).total_cmp(&used(b))) else {
+            continue;
+        };
+        let peak_used = used(peak);
+        let mut ids: Vec<String> = samples
+            .iter()
+            .filter(|s| used(s) >= peak_used - 1.0)
+            .map(|s| s.evidence_id.to_owned())
+            .collect();
+        ids.truncate(12);
+        let backends = number(peak.fields, "server_backends");
+        let max = number(peak.fields, "max_connections");
+        facts.push(fact(
+            "db_connections",
+            json!({
+                "host": host,
+                "database": text(peak.fields, "database"),
+                "used_pct": peak_used,
+                "backends": backends,
+                "max_connections": max,
+            }),
+            ids,
+            true,
+            format!("{host}: {backends} client connections of max_connections {max} ({peak_used}% of the usable slots)"),
+        ));
+    }
+    facts
 }
 
 fn host(items: &[Item<'_>], window: Window) -> Vec<Fact> {

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::facts::{is_fact_kind, CausalRole};
+use super::live::prometheus::METRIC_FIELDS;
 use super::tools::tool_specs;
 
 /// Largest playbook file read.
@@ -152,17 +153,31 @@ pub struct HypothesisDef {
     pub tests: Vec<TestDef>,
 }
 
+/// A metric a playbook's tests read from a live Prometheus: the record field it fills and
+/// the PromQL that reads it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricDef {
+    /// One of the connector's fields (`disk_used_pct`, `pool_active`, …).
+    pub field: String,
+    pub promql: String,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FrontMatter {
     #[serde(rename = "hypothesis")]
     hypotheses: Vec<HypothesisDef>,
+    #[serde(default, rename = "metric")]
+    metrics: Vec<MetricDef>,
 }
 
 /// All playbooks, validated, with compiled patterns.
 #[derive(Debug, Clone, Default)]
 pub struct Playbooks {
     hypotheses: Vec<HypothesisDef>,
+    /// PromQL by record field, from every playbook's `[[metric]]`.
+    metrics: BTreeMap<String, String>,
     symptoms: Vec<Vec<Regex>>,
     patterns: BTreeMap<String, Regex>,
 }
@@ -219,6 +234,9 @@ impl Playbooks {
                 toml::from_str(front).map_err(|err| invalid(path, &err.to_string()))?;
             for hypothesis in parsed.hypotheses {
                 playbooks.add(path, hypothesis, &mut test_ids)?;
+            }
+            for metric in parsed.metrics {
+                playbooks.add_metric(path, metric)?;
             }
         }
         Ok(playbooks)
@@ -303,6 +321,45 @@ impl Playbooks {
         self.hypotheses.push(hypothesis);
         self.symptoms.push(symptoms);
         Ok(())
+    }
+
+    /// A field two playbooks query differently is an error: which one runs would depend
+    /// on the file order.
+    fn add_metric(&mut self, path: &str, metric: MetricDef) -> Result<(), PlaybookError> {
+        if !METRIC_FIELDS.contains(&metric.field.as_str()) {
+            return Err(invalid(
+                path,
+                &format!(
+                    "unknown metric field `{}` (use {})",
+                    metric.field,
+                    METRIC_FIELDS.join(", ")
+                ),
+            ));
+        }
+        if metric.promql.trim().is_empty() {
+            return Err(invalid(
+                path,
+                &format!("metric `{}` has no promql", metric.field),
+            ));
+        }
+        match self.metrics.get(&metric.field) {
+            Some(known) if *known != metric.promql => Err(invalid(
+                path,
+                &format!(
+                    "metric `{}` is queried differently by another playbook",
+                    metric.field
+                ),
+            )),
+            _ => {
+                self.metrics.insert(metric.field, metric.promql);
+                Ok(())
+            }
+        }
+    }
+
+    /// The PromQL the playbooks declare, by the record field each fills.
+    pub fn metric_queries(&self) -> &BTreeMap<String, String> {
+        &self.metrics
     }
 
     pub fn hypotheses(&self) -> &[HypothesisDef] {
@@ -504,5 +561,37 @@ min = { used_pct = 98 }
         ] {
             assert!(books.hypothesis(mechanism).is_some(), "{mechanism}");
         }
+        // Every field the Prometheus connector fills has the PromQL of some playbook.
+        for field in METRIC_FIELDS {
+            assert!(books.metric_queries().contains_key(field), "{field}");
+        }
+    }
+
+    #[test]
+    fn metric_queries_name_a_known_field_and_agree_across_playbooks() {
+        let with = |metric: &str| GOOD.replacen("\n+++\n#", &format!("\n{metric}\n+++\n#"), 1);
+        let books = one(&with(
+            "[[metric]]\nfield = \"load1\"\npromql = \"node_load1\"",
+        ))
+        .unwrap();
+        assert_eq!(books.metric_queries()["load1"], "node_load1");
+        let err = one(&with("[[metric]]\nfield = \"cpu\"\npromql = \"x\"")).unwrap_err();
+        assert!(
+            err.to_string().contains("unknown metric field `cpu`"),
+            "{err}"
+        );
+        let err = one(&with("[[metric]]\nfield = \"load1\"\npromql = \" \"")).unwrap_err();
+        assert!(err.to_string().contains("has no promql"), "{err}");
+        let second = GOOD
+            .replace("disk_full", "disk_full_2")
+            .replace("disk-usage", "disk-usage-2");
+        let second = second.replacen(
+            "\n+++\n#",
+            "\n[[metric]]\nfield = \"load1\"\npromql = \"node_load5\"\n+++\n#",
+            1,
+        );
+        let first = with("[[metric]]\nfield = \"load1\"\npromql = \"node_load1\"");
+        let err = Playbooks::parse(&[("a.md".into(), first), ("b.md".into(), second)]).unwrap_err();
+        assert!(err.to_string().contains("queried differently"), "{err}");
     }
 }

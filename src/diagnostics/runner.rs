@@ -233,20 +233,22 @@ impl DiagnosticHandler for DiagnosticRunner {
         };
         self.update(&task, DiagnosticStatus::Running, None)?;
         let pack_source = pack.as_ref().map(ScenarioPack::source);
-        // Live systems are picked by the alert's service: a database registered for
-        // other services is never read for this incident.
+        // Live systems are picked by the alert's service and labels: a database
+        // registered for other services or environments is never read for this incident.
         let live_source = match (&pack_source, &self.live) {
-            (None, Some(registry)) => match registry.connect(Some(&state.alert.service)) {
-                Ok(live) => Some(live),
-                Err(err) => {
-                    tracing::error!(task = %task.id, "diagnostic live sources: {err}");
-                    self.update(&task, DiagnosticStatus::Failed, None)?;
-                    return Ok(DiagnosticOutcome::Failed(
-                        "the live diagnostic sources cannot be opened (see the server log)"
-                            .to_owned(),
-                    ));
+            (None, Some(registry)) => {
+                match registry.connect_for(&state.alert.service, &state.alert.labels) {
+                    Ok(live) => Some(live),
+                    Err(err) => {
+                        tracing::error!(task = %task.id, "diagnostic live sources: {err}");
+                        self.update(&task, DiagnosticStatus::Failed, None)?;
+                        return Ok(DiagnosticOutcome::Failed(
+                            "the live diagnostic sources cannot be opened (see the server log)"
+                                .to_owned(),
+                        ));
+                    }
                 }
-            },
+            }
             _ => None,
         };
         let source: &dyn DiagnosticSource = match (&pack_source, &live_source, self.failing_tools) {

@@ -49,11 +49,12 @@ pub enum SourceKind {
     NginxError,
     Changes,
     HostMetrics,
+    DbStats,
 }
 
 impl SourceKind {
     /// Every kind, in a fixed order.
-    pub const ALL: [SourceKind; 10] = [
+    pub const ALL: [SourceKind; 11] = [
         SourceKind::PgLog,
         SourceKind::LockWaits,
         SourceKind::Transactions,
@@ -64,6 +65,7 @@ impl SourceKind {
         SourceKind::NginxError,
         SourceKind::Changes,
         SourceKind::HostMetrics,
+        SourceKind::DbStats,
     ];
 
     /// The file stem: `pg_log`, `lock_waits`, …
@@ -79,6 +81,7 @@ impl SourceKind {
             SourceKind::NginxError => "nginx_error",
             SourceKind::Changes => "changes",
             SourceKind::HostMetrics => "host_metrics",
+            SourceKind::DbStats => "db_stats",
         }
     }
 
@@ -171,7 +174,7 @@ type Loaded = Result<Option<Arc<[SourceRecord]>>, SourceError>;
 /// and line (packs are test inputs and must be right).
 pub struct PackSource {
     sources_dir: PathBuf,
-    loaded: [OnceLock<Loaded>; 10],
+    loaded: [OnceLock<Loaded>; SourceKind::ALL.len()],
 }
 
 impl PackSource {

@@ -248,7 +248,7 @@ const NGINX_LEVELS: [&str; 8] = super::nginx_error::LEVELS;
 
 const CHANGE_KINDS: [&str; 4] = ["deploy", "config", "migration", "scale"];
 
-static TOOL_SPECS: [ToolSpec; 10] = [
+static TOOL_SPECS: [ToolSpec; 11] = [
     ToolSpec {
         name: "pg_error_log",
         description: "PostgreSQL server log: errors and notices with host, pid, SQLSTATE (e.g. 40P01 deadlock detected, 55P03 lock not available, 57014 statement timeout), severity, message, detail and statement. Returns log records, oldest first.",
@@ -386,6 +386,12 @@ static TOOL_SPECS: [ToolSpec; 10] = [
         name: "host_metrics",
         description: "Host samples: disk use per mount (percent used, free bytes), memory use, OOM kills and load. Returns samples, oldest first.",
         source: SourceKind::HostMetrics,
+        own: &[HOST],
+    },
+    ToolSpec {
+        name: "pg_database_stats",
+        description: "PostgreSQL server samples: client connections against max_connections (percent of the usable slots in use), and the database's cumulative counters (deadlocks, rollbacks, temporary bytes) with its slowest statements when pg_stat_statements is installed. Returns samples, oldest first.",
+        source: SourceKind::DbStats,
         own: &[HOST],
     },
 ];

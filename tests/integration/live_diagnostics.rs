@@ -135,6 +135,38 @@ fn real_incidents_on_postgres_are_diagnosed_read_only() {
             "{source}"
         );
     }
+    // pg_stat_database and pg_stat_statements, read after the slow-query scenario ran in
+    // its database: connection use against the real settings, and its statements.
+    let output = run(&[
+        "sources",
+        "read",
+        &config,
+        "--kind",
+        "db_stats",
+        "--service",
+        "claims-live",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let read: Value = serde_json::from_str(&stdout(&output)).unwrap_or(Value::Null);
+    let sample = &read["records"][0];
+    assert_eq!(sample["database"], "warden_live_slowquery", "{read}");
+    assert_eq!(sample["max_connections"], 25, "{read}");
+    assert!(
+        sample["connections_used_pct"]
+            .as_f64()
+            .is_some_and(|p| p > 0.0),
+        "{read}"
+    );
+    let statements = sample["top_statements"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        statements
+            .iter()
+            .any(|s| s["calls"].as_i64().is_some_and(|c| c > 0) && s["mean_ms"].is_i64()),
+        "{read}"
+    );
 }
 
 #[test]

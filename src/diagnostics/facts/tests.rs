@@ -256,3 +256,29 @@ fn roles_are_bounded_per_fact_kind() {
     assert!(role_allowed("pool_healthy", CausalRole::Context));
     assert!(!role_allowed("pool_healthy", CausalRole::Mechanism));
 }
+
+#[test]
+fn connection_use_peaks_per_database_host_inside_the_window() {
+    let sample = |host: &str, used: f64| {
+        json!({"host": host, "database": "orders", "server_backends": 21, "max_connections": 25,
+               "connections_used_pct": used})
+    };
+    let facts = run(
+        "pg_database_stats",
+        &[
+            (500, sample("db-1", 100.0)),
+            (1100, sample("db-1", 60.0)),
+            (1500, sample("db-1", 95.5)),
+            (1600, sample("db-2", 10.0)),
+        ],
+    );
+    assert_eq!(facts.len(), 2, "{facts:?}");
+    let db1 = facts
+        .iter()
+        .find(|f| f.attrs["host"] == "db-1")
+        .expect("db-1");
+    // The sample before the window is not this incident's.
+    assert_eq!(db1.attrs["used_pct"], 95.5);
+    assert_eq!(db1.evidence_ids, ["ev-3"]);
+    assert_eq!(db1.attrs["max_connections"], 25.0);
+}

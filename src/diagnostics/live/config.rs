@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use super::log_files::{LogFileConnector, LogFormat};
 use super::postgres::{PgConnector, PgSettings};
-use super::prometheus::{PrometheusConnector, DEFAULT_QUERIES};
+use super::prometheus::{PrometheusConnector, METRIC_FIELDS};
 use super::{Connector, LiveSource};
 
 /// A registry file that cannot be used.
@@ -53,7 +53,8 @@ pub struct SourceEntry {
     pub dsn: Option<String>,
     /// Prometheus: its base URL (`http://prometheus.internal:9090`).
     pub url: Option<String>,
-    /// Prometheus: PromQL replacing default queries, by the field each fills.
+    /// Prometheus: PromQL replacing the playbooks' query for a field, by the field it
+    /// fills (a site whose metric names differ).
     #[serde(default)]
     pub queries: BTreeMap<String, String>,
     /// The environment variable holding the password (Prometheus: a bearer token).
@@ -75,6 +76,15 @@ pub struct SourceEntry {
     /// Services (or alert labels' `service`) this source is read for; empty: every one.
     #[serde(default)]
     pub services: Vec<String>,
+    /// Alert labels an incident must carry, each with this value, for this source to be
+    /// read for it (`{ env = "prod", cluster = "eu-1" }`); empty: no condition.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Whether `entry` is registered for `service` (None: any).
+fn serves(entry: &SourceEntry, service: Option<&str>) -> bool {
+    entry.services.is_empty() || service.is_none_or(|s| entry.services.iter().any(|x| x == s))
 }
 
 /// A parsed registry: the entries and the connectors built from them.
@@ -82,16 +92,23 @@ pub struct Registry {
     pub entries: Vec<SourceEntry>,
     pub allowed_roots: Vec<PathBuf>,
     pub live_eval: Option<toml::Value>,
+    /// The playbooks' PromQL by record field.
+    pub metric_queries: BTreeMap<String, String>,
 }
 
 impl Registry {
-    /// Reads and checks the registry in `path`.
-    pub fn load(path: &Path) -> Result<Registry, ConfigError> {
+    /// Reads and checks the registry in `path`; Prometheus sources run `metric_queries`
+    /// (the playbooks' PromQL by record field) unless an entry replaces one.
+    pub fn load(
+        path: &Path,
+        metric_queries: &BTreeMap<String, String>,
+    ) -> Result<Registry, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|err| ConfigError::Read {
             path: path.to_owned(),
             message: err.to_string(),
         })?;
-        let registry = Registry::parse(path, &text)?;
+        let mut registry = Registry::parse(path, &text)?;
+        registry.metric_queries = metric_queries.clone();
         // Every entry must open now (a log file outside the allowed roots, a missing
         // credential): the server refuses to start rather than fail each diagnosis later.
         registry
@@ -131,18 +148,36 @@ impl Registry {
             entries: section.sources,
             allowed_roots: roots,
             live_eval: file.live_eval,
+            metric_queries: BTreeMap::new(),
         })
     }
 
-    /// The connectors for a diagnosis of `service` (None: every source).
+    /// The connectors registered for `service` (None: every source), whatever their
+    /// label conditions — for reading sources outside a diagnosis.
     pub fn connect(&self, service: Option<&str>) -> Result<LiveSource, String> {
+        self.connect_where(|entry| serves(entry, service))
+    }
+
+    /// The connectors for a diagnosis of an incident of `service` whose alert carries
+    /// `labels`: an entry is read when its `services` name the service (or are empty) and
+    /// the alert has each of its `labels` with the same value.
+    pub fn connect_for(
+        &self,
+        service: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<LiveSource, String> {
+        self.connect_where(|entry| {
+            serves(entry, Some(service))
+                && entry
+                    .labels
+                    .iter()
+                    .all(|(name, value)| labels.get(name) == Some(value))
+        })
+    }
+
+    fn connect_where(&self, keep: impl Fn(&SourceEntry) -> bool) -> Result<LiveSource, String> {
         let mut connectors: Vec<Box<dyn Connector>> = Vec::new();
-        for entry in &self.entries {
-            let serves = entry.services.is_empty()
-                || service.is_none_or(|s| entry.services.iter().any(|x| x == s));
-            if !serves {
-                continue;
-            }
+        for entry in self.entries.iter().filter(|entry| keep(entry)) {
             connectors.push(self.connect_one(entry)?);
         }
         Ok(LiveSource::new(connectors))
@@ -162,12 +197,16 @@ impl Registry {
                     host: entry.host.clone().unwrap_or_else(|| entry.name.clone()),
                 })))
             }
-            "prometheus" => Ok(Box::new(PrometheusConnector::new(
-                &entry.name,
-                entry.url.as_deref().unwrap_or_default(),
-                password(entry).map_err(named)?,
-                &entry.queries,
-            ))),
+            "prometheus" => {
+                let mut queries = self.metric_queries.clone();
+                queries.extend(entry.queries.clone());
+                Ok(Box::new(PrometheusConnector::new(
+                    &entry.name,
+                    entry.url.as_deref().unwrap_or_default(),
+                    password(entry).map_err(named)?,
+                    queries,
+                )))
+            }
             _ => {
                 let path = entry.path.clone().unwrap_or_default();
                 let format = entry
@@ -215,11 +254,11 @@ fn check_entry(entry: &SourceEntry) -> Result<(), String> {
             if let Some(unknown) = entry
                 .queries
                 .keys()
-                .find(|k| !DEFAULT_QUERIES.iter().any(|(field, _)| field == k))
+                .find(|k| !METRIC_FIELDS.contains(&k.as_str()))
             {
                 return Err(format!(
                     "unknown query `{unknown}` (use {})",
-                    DEFAULT_QUERIES.map(|(field, _)| field).join(", ")
+                    METRIC_FIELDS.join(", ")
                 ));
             }
             Ok(())
@@ -330,5 +369,45 @@ mod tests {
         assert_eq!(names(Some("orders")), ["a", "b"]);
         assert_eq!(names(Some("billing")), ["b"]);
         assert_eq!(names(None), ["a", "b"]);
+    }
+
+    #[test]
+    fn an_incidents_alert_labels_pick_the_sources_that_ask_for_them() {
+        let root = tempfile::tempdir().expect("tempdir");
+        for name in ["prod.jsonl", "staging.jsonl", "any.jsonl"] {
+            std::fs::write(root.path().join(name), "").expect("write");
+        }
+        let entry = |name: &str, labels: &str| {
+            format!(
+                "[[diagnostics.sources]]\nname = \"{name}\"\nkind = \"log_file\"\npath = {:?}\nformat = \"app_jsonl\"\nlabels = {labels}\n",
+                root.path().join(format!("{name}.jsonl"))
+            )
+        };
+        let text = format!(
+            "[diagnostics]\nallowed_roots = [{:?}]\n{}{}{}",
+            root.path(),
+            entry("prod", "{ env = \"prod\", cluster = \"eu-1\" }"),
+            entry("staging", "{ env = \"staging\" }"),
+            entry("any", "{}"),
+        );
+        let registry = parse(&text).expect("parses");
+        let names = |labels: &[(&str, &str)]| -> Vec<String> {
+            let labels: BTreeMap<String, String> = labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect();
+            let live = registry.connect_for("orders", &labels).expect("connects");
+            live.health().into_iter().map(|h| h.name).collect()
+        };
+        assert_eq!(
+            names(&[("env", "prod"), ("cluster", "eu-1")]),
+            ["prod", "any"]
+        );
+        assert_eq!(names(&[("env", "prod")]), ["any"], "every label must match");
+        assert_eq!(
+            names(&[("env", "staging"), ("team", "x")]),
+            ["staging", "any"]
+        );
+        assert_eq!(names(&[]), ["any"]);
     }
 }

@@ -1,6 +1,7 @@
 //! The PostgreSQL connector: fixed, read-only queries against the system views —
 //! `pg_stat_activity` with `pg_locks` and `pg_blocking_pids()` (lock waits, open
-//! transactions, statements running now) — and, when `read_server_log` is set and the role
+//! transactions, statements running now), `pg_stat_database` with the connection settings
+//! (connection use, counters) and `pg_stat_statements` when installed — and, when `read_server_log` is set and the role
 //! was granted `pg_read_file`, the server's jsonlog (errors, deadlock reports, slow
 //! statements, settings changed by a reload). Each session is opened with
 //! `default_transaction_read_only`, a statement timeout and a lock timeout; the role needs
@@ -78,6 +79,35 @@ SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),
  WHERE state = 'active' AND pid <> pg_backend_pid() AND backend_type = 'client backend'
    AND query_start IS NOT NULL AND datname = current_database()";
 
+/// Connection use against the usable slots (max_connections less the reserved ones) and
+/// the database's cumulative counters from `pg_stat_database`.
+const DATABASE_STATS: &str = "\
+SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),
+       d.datname, d.numbackends,
+       (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'),
+       current_setting('max_connections')::int,
+       current_setting('superuser_reserved_connections')::int
+         + coalesce(current_setting('reserved_connections', true)::int, 0),
+       d.deadlocks, d.xact_commit, d.xact_rollback, d.temp_bytes,
+       coalesce(to_char(d.stats_reset AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), '')
+  FROM pg_stat_database d
+ WHERE d.datname = current_database()";
+
+/// Whether this database has pg_stat_statements installed.
+const HAS_STATEMENTS: &str =
+    "SELECT count(*) FROM pg_extension WHERE extname = 'pg_stat_statements'";
+
+/// This database's slowest statements by mean time since the statistics were reset
+/// (PostgreSQL 13+ column names).
+const TOP_STATEMENTS: &str = "\
+SELECT left(s.query, 500), s.calls, round(s.mean_exec_time)::bigint,
+       round(s.rows::numeric / s.calls, 1),
+       ((s.shared_blks_hit + s.shared_blks_read) / s.calls)::bigint
+  FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
+ WHERE d.datname = current_database() AND s.calls > 0
+ ORDER BY s.mean_exec_time DESC
+ LIMIT 5";
+
 const SERVER_LOG: &str = "\
 SELECT pg_read_file(f, greatest((pg_stat_file(f)).size - 4194304, 0), 4194304)
   FROM (SELECT pg_current_logfile('jsonlog') AS f) AS current
@@ -89,6 +119,7 @@ impl PgConnector {
             SourceKind::LockWaits,
             SourceKind::Transactions,
             SourceKind::SlowQueries,
+            SourceKind::DbStats,
         ];
         if settings.read_server_log {
             kinds.extend([SourceKind::PgLog, SourceKind::Changes]);
@@ -215,6 +246,53 @@ impl PgConnector {
             out.extend(slow_from_log(&self.server_log()?));
         }
         Ok(out)
+    }
+
+    /// One sample of the server's connection use and this database's counters, with its
+    /// slowest statements when pg_stat_statements is installed (cumulative since the
+    /// statistics were reset, so context for people rather than evidence of the window).
+    fn database_stats(&self) -> Result<Vec<(i64, Value)>, String> {
+        let rows = self.rows(DATABASE_STATS)?;
+        let Some(r) = rows.first() else {
+            return Ok(Vec::new());
+        };
+        let Some(ts) = parse_rfc3339(&r[0]) else {
+            return Ok(Vec::new());
+        };
+        let (backends, max, reserved) = (int(&r[3]), int(&r[4]), int(&r[5]));
+        let usable = (max - reserved).max(1);
+        let used_pct = (backends as f64 * 1000.0 / usable as f64).round() / 10.0;
+        let mut sample = json!({
+            "ts": r[0], "host": self.settings.host, "database": r[1],
+            "backends": int(&r[2]), "server_backends": backends, "max_connections": max,
+            "reserved_connections": reserved, "connections_used_pct": used_pct,
+            "deadlocks": int(&r[6]), "xact_commit": int(&r[7]), "xact_rollback": int(&r[8]),
+            "temp_bytes": int(&r[9]), "stats_reset": r[10],
+        });
+        match self.top_statements() {
+            Ok(Some(statements)) => sample["top_statements"] = json!(statements),
+            Ok(None) => {}
+            Err(err) => sample["top_statements_error"] = json!(err),
+        }
+        Ok(vec![(ts, sample)])
+    }
+
+    /// `None` when pg_stat_statements is not installed in this database.
+    fn top_statements(&self) -> Result<Option<Vec<Value>>, String> {
+        let installed = self.rows(HAS_STATEMENTS)?;
+        if installed.first().is_none_or(|r| int(&r[0]) == 0) {
+            return Ok(None);
+        }
+        let statements = self
+            .rows(TOP_STATEMENTS)?
+            .into_iter()
+            .map(|r| {
+                json!({"query": r[0], "calls": int(&r[1]), "mean_ms": int(&r[2]),
+                       "rows_per_call": r[3].parse::<f64>().unwrap_or(0.0),
+                       "blocks_per_call": int(&r[4])})
+            })
+            .collect();
+        Ok(Some(statements))
     }
 
     fn server_log(&self) -> Result<Vec<(i64, Value)>, String> {
@@ -359,6 +437,7 @@ impl Connector for PgConnector {
             SourceKind::LockWaits => self.lock_waits()?,
             SourceKind::Transactions => self.transactions()?,
             SourceKind::SlowQueries => self.slow_queries()?,
+            SourceKind::DbStats => self.database_stats()?,
             SourceKind::PgLog if self.settings.read_server_log => self.server_log()?,
             SourceKind::Changes if self.settings.read_server_log => self.setting_changes()?,
             _ => Vec::new(),

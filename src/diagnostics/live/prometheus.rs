@@ -1,6 +1,6 @@
-//! The Prometheus connector: `/api/v1/query_range` over the incident's time range, with a
-//! fixed set of PromQL queries (the defaults below, or the registry entry's `queries`) —
-//! never a query from a model or a user. node_exporter's series become `host_metrics`
+//! The Prometheus connector: `/api/v1/query_range` over the incident's time range, with the
+//! PromQL the playbooks declare (`[[metric]]`), or the registry entry's `queries` in their
+//! place — never a query from a model or a user. node_exporter's series become `host_metrics`
 //! samples (disks, memory, OOM kills, load per host) and HikariCP's become `pool_metrics`
 //! samples per service, in the pack's record shapes.
 
@@ -20,30 +20,20 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 /// How far back a request without a start looks.
 const DEFAULT_RANGE_SECS: i64 = 3600;
 
-/// The queries, by the record field each fills.
-pub const DEFAULT_QUERIES: [(&str, &str); 10] = [
-    (
-        "disk_used_pct",
-        "100 * (1 - node_filesystem_avail_bytes{fstype!~\"tmpfs|overlay|squashfs|ramfs\"} / node_filesystem_size_bytes{fstype!~\"tmpfs|overlay|squashfs|ramfs\"})",
-    ),
-    (
-        "disk_free_bytes",
-        "node_filesystem_avail_bytes{fstype!~\"tmpfs|overlay|squashfs|ramfs\"}",
-    ),
-    (
-        "mem_used_pct",
-        "100 * (1 - node_memory_MemAvailable_bytes / node_memory_MemTotal_bytes)",
-    ),
-    ("oom_kills", "increase(node_vmstat_oom_kill[5m])"),
-    ("load1", "node_load1"),
-    ("pool_active", "sum by (application) (hikaricp_connections_active)"),
-    ("pool_idle", "sum by (application) (hikaricp_connections_idle)"),
-    ("pool_max", "sum by (application) (hikaricp_connections_max)"),
-    ("pool_waiting", "sum by (application) (hikaricp_connections_pending)"),
-    (
-        "pool_timeouts",
-        "sum by (application) (hikaricp_connections_timeout_total)",
-    ),
+/// The record fields a PromQL query may fill. The queries themselves come from the
+/// playbooks' `[[metric]]` tables (what each playbook needs to see), replaced per field by
+/// a registry entry's `queries` for a site whose metric names differ.
+pub const METRIC_FIELDS: [&str; 10] = [
+    "disk_used_pct",
+    "disk_free_bytes",
+    "mem_used_pct",
+    "oom_kills",
+    "load1",
+    "pool_active",
+    "pool_idle",
+    "pool_max",
+    "pool_waiting",
+    "pool_timeouts",
 ];
 
 pub struct PrometheusConnector {
@@ -61,19 +51,14 @@ struct Series {
 }
 
 impl PrometheusConnector {
-    /// `overrides` replaces default queries by field name (unknown names are refused by
-    /// the registry).
+    /// `queries`: PromQL by the field of [`METRIC_FIELDS`] it fills; a field without one
+    /// is not read.
     pub fn new(
         name: &str,
         url: &str,
         token: Option<String>,
-        overrides: &BTreeMap<String, String>,
+        queries: BTreeMap<String, String>,
     ) -> PrometheusConnector {
-        let mut queries: BTreeMap<String, String> = DEFAULT_QUERIES
-            .iter()
-            .map(|(field, query)| ((*field).to_owned(), (*query).to_owned()))
-            .collect();
-        queries.extend(overrides.clone());
         PrometheusConnector {
             name: name.to_owned(),
             url: url.trim_end_matches('/').to_owned(),

@@ -354,9 +354,10 @@ fn connection_limit(lab: &Lab) -> Result<Held, String> {
             "the server never refused a connection (max_connections above 400?)".to_owned(),
         );
     }
-    // The pool reaps a few idle connections, so the monitor can get in again.
-    // Non-superusers need a free slot beyond the superuser-reserved ones (3 by default).
-    leaked.truncate(leaked.len().saturating_sub(6));
+    // The pool reaps a few idle connections, so the monitor can get in again: it opens
+    // one connection at a time, and non-superusers need a free slot beyond the
+    // superuser-reserved ones (3 by default); two spare slots cover a closing one.
+    leaked.truncate(leaked.len().saturating_sub(5));
     Ok(Held {
         clients: leaked,
         threads: Vec::new(),

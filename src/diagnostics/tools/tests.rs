@@ -57,6 +57,9 @@ const CHANGES: &str = r#"{"ts":"2026-03-14T08:55:00Z","id":"chg-1","kind":"deplo
 const HOST_METRICS: &str = r#"{"ts":"2026-03-14T09:10:00Z","host":"db-1","disks":[{"mount":"/","used_pct":41.0,"free_bytes":1000}],"mem_used_pct":60.0,"oom_kills":0,"load1":3.1}
 {"ts":"2026-03-14T09:10:00Z","host":"db-2","disks":[],"mem_used_pct":30.0,"oom_kills":0,"load1":0.2}
 "#;
+const DB_STATS: &str = r#"{"ts":"2026-03-14T09:10:00Z","host":"db-1","database":"orders","backends":40,"server_backends":97,"max_connections":100,"reserved_connections":3,"connections_used_pct":100.0,"deadlocks":2,"xact_commit":900,"xact_rollback":12,"temp_bytes":0,"stats_reset":""}
+{"ts":"2026-03-14T09:11:00Z","host":"db-2","database":"billing","backends":3,"server_backends":5,"max_connections":100,"reserved_connections":3,"connections_used_pct":5.2,"deadlocks":0,"xact_commit":50,"xact_rollback":0,"temp_bytes":0,"stats_reset":""}
+"#;
 
 fn write_pack(files: &[(&str, &str)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -79,6 +82,7 @@ fn full_pack() -> tempfile::TempDir {
         ("nginx_error.log", NGINX_ERROR),
         ("changes.jsonl", CHANGES),
         ("host_metrics.jsonl", HOST_METRICS),
+        ("db_stats.jsonl", DB_STATS),
     ])
 }
 
@@ -107,13 +111,13 @@ fn time(text: &str) -> i64 {
 }
 
 #[test]
-fn the_specs_are_ten_closed_bounded_schemas() {
+fn the_specs_are_eleven_closed_bounded_schemas() {
     let specs = tool_specs();
-    assert_eq!(specs.len(), 10);
+    assert_eq!(specs.len(), 11);
     let names: BTreeSet<_> = specs.iter().map(|spec| spec.name).collect();
-    assert_eq!(names.len(), 10);
+    assert_eq!(names.len(), 11);
     let sources: BTreeSet<_> = specs.iter().map(|spec| spec.source).collect();
-    assert_eq!(sources.len(), 10, "one tool per source");
+    assert_eq!(sources.len(), 11, "one tool per source");
     for spec in specs {
         assert!(!spec.description.is_empty());
         let schema = spec.parameters();
@@ -150,6 +154,7 @@ fn the_specs_are_ten_closed_bounded_schemas() {
     assert_eq!(own("nginx_error_log"), ["level", "contains", "upstream"]);
     assert_eq!(own("recent_changes"), ["service", "kind"]);
     assert_eq!(own("host_metrics"), ["host"]);
+    assert_eq!(own("pg_database_stats"), ["host"]);
     let pids = &tool_spec("pg_transactions").expect("tool").parameters()["properties"]["pids"];
     assert_eq!(pids["maxItems"], 20);
 }
