@@ -643,6 +643,6 @@ fn seed_of(run_id: &str) -> u64 {
 }
 
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 #[cfg(test)]
 mod tests;

@@ -398,26 +398,6 @@ mod tests {
         }
     }
 
-    struct NullSink;
-
-    impl TurnSink for NullSink {
-        fn emit(&mut self, _event: RunEvent) -> Result<(), TurnStop> {
-            Ok(())
-        }
-        fn keep_alive(&mut self) -> Result<(), TurnStop> {
-            Ok(())
-        }
-        fn checkpoint(&mut self, _state: &Value) -> Result<(), TurnStop> {
-            Ok(())
-        }
-        fn worker_id(&self) -> &str {
-            "w1"
-        }
-        fn delta_interval(&self) -> Duration {
-            Duration::from_millis(1)
-        }
-    }
-
     fn kbs_found(store: &Store, owner: i64) -> Vec<String> {
         let books = Playbooks::load(Path::new("kb/playbooks")).unwrap();
         let model: Arc<dyn ChatModel> = Arc::new(FaultyModel {
@@ -440,7 +420,7 @@ mod tests {
             readable: readable.as_deref(),
             source: &crate::diagnostics::faults::FailingSource,
         };
-        let mut sink = NullSink;
+        let mut sink = crate::agent::test_support::RecordingSink::default();
         let mut io = LiveIo {
             context: &context,
             sink: &mut sink,

@@ -14,7 +14,7 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::auth::{Caller, RefusalAudited};
+use super::auth::{audited_error, failed_decision_audit, Caller};
 use super::error::ApiError;
 use super::incidents::audit;
 use super::json::{ApiJson, ApiPath};
@@ -22,8 +22,7 @@ use super::{blocking, AppState};
 use crate::policy::{allows, Capability, Channel};
 use crate::runs::now_secs;
 use crate::store::{
-    ActionDecision, Actions, AuditOutcome, Decision, PendingAction, StoreError,
-    MAX_IDEMPOTENCY_KEY_CHARS,
+    ActionDecision, Actions, AuditOutcome, Decision, PendingAction, MAX_IDEMPOTENCY_KEY_CHARS,
 };
 
 /// The request header naming a decision's idempotency key.
@@ -111,10 +110,7 @@ async fn decide(
             AuditOutcome::Success,
             json!({ "status": decided.action.status, "replayed": decided.replayed }),
         ),
-        Err(ApiError::Store(StoreError::Forbidden(_))) => {
-            (AuditOutcome::Denied, json!({ "error": "forbidden" }))
-        }
-        Err(err) => (AuditOutcome::Failure, json!({ "error": err.code() })),
+        Err(err) => failed_decision_audit(err),
     };
     let audit_action = match decision {
         Decision::Confirm => "action.confirm",
@@ -131,12 +127,8 @@ async fn decide(
     .await;
     let decided = match decided {
         Ok(decided) => decided,
-        Err(err) => {
-            // The refusal is audited above, as this action.
-            let mut response = err.into_response();
-            response.extensions_mut().insert(RefusalAudited);
-            return Ok(response);
-        }
+        // The refusal is audited above, as this action.
+        Err(err) => return Ok(audited_error(err)),
     };
     let mut response = Json(decided.response).into_response();
     if decided.replayed {

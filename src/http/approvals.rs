@@ -12,7 +12,7 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::auth::{Caller, RefusalAudited};
+use super::auth::{audited_error, failed_decision_audit, Caller};
 use super::error::ApiError;
 use super::incidents::audit;
 use super::json::{ApiJson, ApiPath};
@@ -21,7 +21,7 @@ use crate::policy::{allows, Capability, Channel};
 use crate::runs::now_secs;
 use crate::store::{
     decision_response, ApprovalDecision, AuditOutcome, AwaitingRecovery, Decision,
-    RecoveryApprovals, StoreError,
+    RecoveryApprovals,
 };
 
 /// Most requests one listing shows.
@@ -92,10 +92,7 @@ async fn decide(
     .await;
     let (outcome, detail) = match &decided {
         Ok(action) => (AuditOutcome::Success, json!({ "status": action.status })),
-        Err(ApiError::Store(StoreError::Forbidden(_))) => {
-            (AuditOutcome::Denied, json!({ "error": "forbidden" }))
-        }
-        Err(err) => (AuditOutcome::Failure, json!({ "error": err.code() })),
+        Err(err) => failed_decision_audit(err),
     };
     let audit_action = match decision {
         Decision::Confirm => "recovery.approve",
@@ -112,12 +109,8 @@ async fn decide(
     .await;
     match decided {
         Ok(action) => Ok(Json(decision_response(&action)).into_response()),
-        Err(err) => {
-            // The refusal is audited above, as this decision.
-            let mut response = err.into_response();
-            response.extensions_mut().insert(RefusalAudited);
-            Ok(response)
-        }
+        // The refusal is audited above, as this decision.
+        Err(err) => Ok(audited_error(err)),
     }
 }
 

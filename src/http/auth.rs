@@ -15,7 +15,7 @@ use super::error::ApiError;
 use super::{blocking, AppState};
 use crate::policy::{allows, Capability, Channel};
 use crate::runs::now_secs;
-use crate::store::{secret_matches_hash, Accounts, AuditOutcome, User};
+use crate::store::{secret_matches_hash, Accounts, AuditOutcome, StoreError, User};
 
 /// The HttpOnly cookie holding the session id.
 pub const SESSION_COOKIE: &str = "warden_session";
@@ -115,6 +115,29 @@ pub async fn require_caller(
 /// Marks a 403 response whose handler already wrote the refusal's audit row.
 #[derive(Debug, Clone, Copy)]
 pub struct RefusalAudited;
+
+/// How a decision (an action's confirmation, a recovery's approval) that the store did not
+/// carry out is audited: a refusal is `Denied`, anything else a `Failure` naming its code.
+pub fn failed_decision_audit(err: &ApiError) -> (AuditOutcome, serde_json::Value) {
+    match err {
+        ApiError::Store(StoreError::Forbidden(_)) => (
+            AuditOutcome::Denied,
+            serde_json::json!({ "error": "forbidden" }),
+        ),
+        other => (
+            AuditOutcome::Failure,
+            serde_json::json!({ "error": other.code() }),
+        ),
+    }
+}
+
+/// The error response of a failed decision whose audit row is already written, so the
+/// refusal is not audited twice.
+pub fn audited_error(err: ApiError) -> Response {
+    let mut response = axum::response::IntoResponse::into_response(err);
+    response.extensions_mut().insert(RefusalAudited);
+    response
+}
 
 /// Records a refused request (403) in the audit log.
 async fn audit_refusal(state: &AppState, actor: &str, action: &str, target: &str) {
