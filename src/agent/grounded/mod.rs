@@ -16,58 +16,25 @@ use super::policy::ExecutionPolicy;
 use super::tool_runner::{CallOutcome, ToolRunner};
 use super::tools::Passage;
 use super::{localized, Language, TurnCore};
-use crate::engine::{ChatMessage, ResponseFormat, Role};
+use crate::engine::{ChatMessage, ResponseFormat};
 use crate::llm::call::{self as llm, CallError};
 use crate::runs::{CitationPublic, OutcomeKind, RunEvent, TurnOutcome, TurnStop};
 
-/// Share of the question's content terms that a passage (its text, title and headings)
-/// must hold, besides the retriever's own relevance, for the passage to be relevant.
-pub const RELEVANT_COVERAGE: f64 = 0.25;
-/// Share of the question's content terms that the relevant passages together must hold
-/// for the question to be answerable from them; below it the answer abstains. Both
-/// thresholds were calibrated on every 4th case of tests/data/answers/ops-*.jsonl.
-pub const ANSWERABLE_COVERAGE: f64 = 0.4;
+mod passages;
+mod prompt;
+
+use passages::best_lines;
+pub(crate) use passages::citation;
+pub use passages::{answerable, is_relevant, passage_text, ANSWERABLE_COVERAGE, RELEVANT_COVERAGE};
+pub use prompt::{answer_messages, answer_schema, AnswerPrompt};
+
 /// What the model writes as its whole answer when the passages do not answer the question.
 const NOT_FOUND: &str = "NOT_FOUND";
 /// Passages shown to the model at most.
 pub const MAX_PASSAGES: usize = 4;
-/// Characters of a passage the model sees: the lines around its best match for the
-/// question (a passage is a chunk of up to ~1,000 characters).
-const EXCERPT_CHARS: usize = 600;
-/// Longest answer the model may write, in characters.
-const ANSWER_CHARS: usize = 600;
 /// Tokens one answer call may generate.
 const ANSWER_TOKENS: usize = 320;
-/// Lines an extractive answer quotes, and the words each may keep.
-const EXTRACT_LINES: usize = 2;
-/// Share of the question's content terms a line must hold to be quoted (more than half: a
-/// line holding half of a short question is only about its subject): a question no line
-/// matches this well is not answered by quoting, it abstains.
-const EXTRACT_MIN_SCORE: f64 = 0.55;
-const EXTRACT_WORDS: usize = 32;
-const EXTRACT_CJK_CHARS: usize = 90;
 
-/// The instructions of an answer call, with one worked example (a fixed prefix: the
-/// engine reuses its cache from call to call). A second example answering NOT_FOUND made
-/// the default model abstain on answerable Chinese questions (false abstention 0.09 → 0.14).
-const INSTRUCTIONS: [&str; 2] = [
-    "You are Warden, an assistant for operations engineers. Answer the question from the \
-     numbered passages only. Reply with the specific fact that answers the question: the \
-     exact command, setting, number, name or step the passages give, copied as written, in \
-     one to three short sentences. Do not describe the passages or point to other \
-     documents. End each sentence with the number of the passage it comes from, like [1]. \
-     If the passages do not answer the question, the answer is just NOT_FOUND.\n\n\
-     Example.\nPassages:\n[1] Port conflicts\nIf the service cannot bind, find the owner of \
-     the port with `ss -ltnp | grep :8080` and stop it. The service retries every 5 s.\n\n\
-     Question: How do I see which process holds port 8080?\n\
-     Reply: {\"answer\":\"Run `ss -ltnp | grep :8080` to find the process that holds the port [1].\",\"citations\":[1]}",
-    "你是 Warden，运维工程师的助手。只根据编号的资料回答问题。直接给出回答问题的具体内容：资料中的\
-     命令、配置、数字、名称或步骤要照原文写出，用一到三句简短的中文。不要描述资料本身，也不要让人去看\
-     别的文档。每句话末尾标出所依据资料的编号，如 [1]。如果资料没有回答这个问题，answer 只写 NOT_FOUND。\n\n\
-     示例。\n资料：\n[1] 端口冲突\n服务无法绑定端口时，用 `ss -ltnp | grep :8080` 找到占用端口的进程并停止它。\
-     服务每 5 秒重试一次。\n\n问题：怎么查看哪个进程占用了 8080 端口？\n\
-     回复：{\"answer\":\"用 `ss -ltnp | grep :8080` 找到占用端口的进程 [1]。\",\"citations\":[1]}",
-];
 const NOT_IN_KB: [&str; 2] = [
     "The knowledge bases you can read do not hold an answer to this question.",
     "你可以读取的知识库中没有这个问题的答案。",
@@ -395,44 +362,6 @@ impl Grounded<'_, '_> {
     }
 }
 
-/// What an answer call's prompt is made of.
-pub struct AnswerPrompt<'a> {
-    pub language: Language,
-    /// The masked question.
-    pub question: &'a str,
-    pub history: &'a [ChatMessage],
-    /// Structured memory, framed as data.
-    pub memory: Option<&'a str>,
-    pub passages: &'a [Passage],
-}
-
-/// The messages of an answer call: the instructions (and memory), the earlier turns, then
-/// the numbered passages (each an excerpt around its best match) and the question.
-pub fn answer_messages(prompt: &AnswerPrompt<'_>) -> Vec<ChatMessage> {
-    let mut system = localized(prompt.language, INSTRUCTIONS).to_owned();
-    if let Some(memory) = prompt.memory {
-        system.push_str("\n\n");
-        system.push_str(memory);
-    }
-    let mut messages = vec![ChatMessage::new(Role::System, system)];
-    messages.extend(prompt.history.iter().cloned());
-    let mut text = String::from(match prompt.language {
-        Language::English => "Passages:\n",
-        Language::Chinese => "资料：\n",
-    });
-    for (i, passage) in prompt.passages.iter().enumerate() {
-        let excerpt = excerpt(prompt.question, &passage.text, EXCERPT_CHARS);
-        text.push_str(&format!("[{}] {}\n\n", i + 1, excerpt.trim()));
-    }
-    text.push_str(match prompt.language {
-        Language::English => "Question: ",
-        Language::Chinese => "问题：",
-    });
-    text.push_str(prompt.question);
-    messages.push(ChatMessage::new(Role::User, text));
-    messages
-}
-
 /// What the checked sentences of an answer state.
 #[derive(Debug, Default)]
 struct Facts {
@@ -499,272 +428,5 @@ fn says_not_found(text: &str) -> bool {
         == NOT_FOUND
 }
 
-/// The JSON schema of an answer call with `passages` numbered passages.
-pub fn answer_schema(passages: usize, can_search: bool) -> Value {
-    let mut choices = vec![json!({
-        "type": "object",
-        "properties": {
-            "answer": {"type": "string", "minLength": 1, "maxLength": ANSWER_CHARS},
-            "citations": {
-                "type": "array",
-                "items": {"enum": (1..=passages.max(1)).collect::<Vec<usize>>()},
-                "minItems": 1,
-                "maxItems": 3
-            }
-        },
-        "required": ["answer", "citations"],
-        "additionalProperties": false
-    })];
-    if can_search {
-        choices.push(json!({
-            "type": "object",
-            "properties": {"search": {"type": "string", "minLength": 1, "maxLength": 120}},
-            "required": ["search"],
-            "additionalProperties": false
-        }));
-    }
-    json!({"anyOf": choices})
-}
-
-/// A passage's text as the gate reads it: its title and headings count as its words.
-pub fn passage_text(passage: &Passage) -> String {
-    format!(
-        "{}\n{}\n{}",
-        passage.title.clone().unwrap_or_default(),
-        passage.heading_path.join(" > "),
-        passage.text
-    )
-}
-
-/// Whether the relevant passages together can answer the question: they hold enough of its
-/// terms, and every name it asks about (a product, a setting: see
-/// [`faithfulness::named_terms`]).
-pub fn answerable(question: &str, passages: &[Passage]) -> bool {
-    let joined = passages
-        .iter()
-        .map(passage_text)
-        .collect::<Vec<_>>()
-        .join("\n");
-    faithfulness::line_score(question, &joined) >= ANSWERABLE_COVERAGE
-        && faithfulness::holds_names(question, &joined)
-}
-
-/// Whether a retrieved passage is relevant: the retriever found it close enough, and it
-/// holds enough of the question's terms.
-pub fn is_relevant(question: &str, passage: &Passage) -> bool {
-    passage.relevant
-        && faithfulness::line_score(question, &passage_text(passage)) >= RELEVANT_COVERAGE
-}
-
-/// The part of `text` the model sees: whole when short, else the run of lines around the
-/// line that best matches the question, up to `budget` characters.
-fn excerpt(question: &str, text: &str, budget: usize) -> String {
-    if text.chars().count() <= budget {
-        return text.to_owned();
-    }
-    let lines: Vec<&str> = text.lines().collect();
-    let best = lines
-        .iter()
-        .enumerate()
-        .map(|(i, line)| (faithfulness::line_score(question, line), i))
-        .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)))
-        .map_or(0, |(_, i)| i);
-    let size = |range: std::ops::RangeInclusive<usize>| -> usize {
-        lines[range].iter().map(|l| l.chars().count() + 1).sum()
-    };
-    let (mut start, mut end) = (best, best);
-    // Grow by a line on each side in turn (the line before first: it often names the
-    // subject) while the budget allows.
-    loop {
-        let mut grew = false;
-        if start > 0 && size(start - 1..=end) <= budget {
-            start -= 1;
-            grew = true;
-        }
-        if end + 1 < lines.len() && size(start..=end + 1) <= budget {
-            end += 1;
-            grew = true;
-        }
-        if !grew {
-            break;
-        }
-    }
-    let kept = lines[start..=end].join("\n");
-    if kept.chars().count() > budget {
-        return kept.chars().take(budget).collect();
-    }
-    kept
-}
-
-/// The lines (sentences) of the passages that best match the question, best first, each
-/// with its passage number; only lines holding at least half of the question's terms.
-fn best_lines(question: &str, passages: &[Passage]) -> Vec<(usize, String)> {
-    let mut scored: Vec<(f64, usize, String)> = Vec::new();
-    for (i, passage) in passages.iter().enumerate() {
-        let mut split = Sentences::default();
-        let mut lines = split.push(&passage.text);
-        lines.push(split.rest());
-        for line in lines {
-            let line = clean_line(&line);
-            let score = faithfulness::line_score(question, &line);
-            if score >= EXTRACT_MIN_SCORE && faithfulness::content_terms(&line).len() >= 2 {
-                // Earlier passages rank higher on a tie.
-                scored.push((score - i as f64 * 1e-3, i + 1, line));
-            }
-        }
-    }
-    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
-    scored
-        .into_iter()
-        .take(EXTRACT_LINES)
-        .map(|(_, n, line)| (n, line))
-        .collect()
-}
-
-/// A passage line as quoted: Markdown list and heading marks dropped, shortened.
-fn clean_line(line: &str) -> String {
-    let trimmed = line
-        .trim()
-        .trim_start_matches(['#', '-', '*', '>', ' '])
-        .trim();
-    let cjk = trimmed
-        .chars()
-        .filter(|c| ('\u{4e00}'..='\u{9fff}').contains(c))
-        .count();
-    if cjk * 2 > trimmed.chars().count() {
-        let kept: String = trimmed.chars().take(EXTRACT_CJK_CHARS).collect();
-        return if kept.len() < trimmed.len() {
-            format!("{kept}…")
-        } else {
-            kept
-        };
-    }
-    let words: Vec<&str> = trimmed.split_whitespace().collect();
-    if words.len() > EXTRACT_WORDS {
-        format!("{}…", words[..EXTRACT_WORDS].join(" "))
-    } else {
-        words.join(" ")
-    }
-}
-
-pub(crate) fn citation(n: usize, passage: &Passage) -> CitationPublic {
-    CitationPublic {
-        n,
-        chunk_id: passage.chunk_id,
-        kb: passage.kb.clone(),
-        path: passage.path.clone(),
-        title: passage.title.clone(),
-        heading_path: passage.heading_path.clone(),
-        location: passage.location.clone(),
-        text: passage.text.clone(),
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn passage(text: &str) -> Passage {
-        Passage {
-            chunk_id: 1,
-            kb: "sample".into(),
-            path: "en/disk-full.md".into(),
-            title: Some("Disk full".into()),
-            heading_path: vec!["Disk full".into(), "First checks".into()],
-            location: None,
-            text: text.into(),
-            relevant: true,
-        }
-    }
-
-    #[test]
-    fn the_gate_shows_supported_sentences_and_corrects_their_markers() {
-        let texts = [
-            "Run `df -hT` to see usage per filesystem.",
-            "Deadlocks abort one transaction.",
-        ];
-        let question = "How do I see disk usage per filesystem?";
-        let mut facts = Facts::default();
-        assert_eq!(
-            gate(
-                question,
-                "Run `df -hT` to see usage per filesystem [2]. ",
-                &texts,
-                &mut facts
-            ),
-            Ok("Run `df -hT` to see usage per filesystem [1]. ".into())
-        );
-        assert!(gate(
-            question,
-            "Reboot the kubelet node immediately [1].",
-            &texts,
-            &mut facts
-        )
-        .is_err());
-        assert_eq!(facts.stated, 1);
-        assert!(facts.answer());
-    }
-
-    #[test]
-    fn restating_the_question_or_describing_the_passages_is_no_answer() {
-        let texts = ["Deadlocks abort one transaction; the application retries it."];
-        let mut facts = Facts::default();
-        let shown = gate(
-            "What happens to one transaction in a deadlock?",
-            "In a deadlock one transaction happens [1].",
-            &texts,
-            &mut facts,
-        );
-        assert!(shown.is_ok());
-        assert_eq!(facts.stated, 1);
-        assert!(!facts.answer());
-        assert_eq!(facts.why_not("x"), "the answer only restated the question");
-        let mut facts = Facts::default();
-        assert!(gate(
-            "What do deadlocks abort?",
-            "The passage describes what deadlocks abort [1].",
-            &texts,
-            &mut facts
-        )
-        .is_err());
-    }
-
-    #[test]
-    fn relevance_needs_the_questions_terms() {
-        let disk =
-            passage("When a disk is full, run df -hT first and look for deleted files held open.");
-        assert!(is_relevant(
-            "What should I check first when a disk is full?",
-            &disk
-        ));
-        assert!(!is_relevant(
-            "What is the default Redis maxmemory eviction policy?",
-            &disk
-        ));
-    }
-
-    #[test]
-    fn the_extractive_answer_quotes_the_best_lines() {
-        let disk = passage("# Disk full\nDisks fill up over time.\nRun `lsof +L1` to find deleted files still held open.");
-        let lines = best_lines("Which command finds deleted files held open?", &[disk]);
-        assert_eq!(
-            lines[0],
-            (
-                1,
-                "Run `lsof +L1` to find deleted files still held open.".to_owned()
-            )
-        );
-    }
-
-    #[test]
-    fn the_schema_offers_a_search_only_while_one_is_left() {
-        assert_eq!(
-            answer_schema(2, true)["anyOf"].as_array().map(Vec::len),
-            Some(2)
-        );
-        assert_eq!(
-            answer_schema(2, false)["anyOf"].as_array().map(Vec::len),
-            Some(1)
-        );
-    }
-}
+mod tests;
