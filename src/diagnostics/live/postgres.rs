@@ -155,7 +155,11 @@ impl PgConnector {
     }
 
     fn rows(&self, sql: &str) -> Result<Vec<Vec<String>>, String> {
-        let mut client = self.connect()?;
+        Self::rows_on(&mut self.connect()?, sql)
+    }
+
+    /// The rows `sql` returns on an open session, as text.
+    fn rows_on(client: &mut Client, sql: &str) -> Result<Vec<Vec<String>>, String> {
         let messages = client
             .simple_query(sql)
             .map_err(|err| format!("query failed: {}", describe(&err)))?;
@@ -252,7 +256,10 @@ impl PgConnector {
     /// slowest statements when pg_stat_statements is installed (cumulative since the
     /// statistics were reset, so context for people rather than evidence of the window).
     fn database_stats(&self) -> Result<Vec<(i64, Value)>, String> {
-        let rows = self.rows(DATABASE_STATS)?;
+        // One session for the sample and its statements: the server may be short of
+        // connection slots, which is when this sample matters.
+        let mut client = self.connect()?;
+        let rows = Self::rows_on(&mut client, DATABASE_STATS)?;
         let Some(r) = rows.first() else {
             return Ok(Vec::new());
         };
@@ -269,7 +276,7 @@ impl PgConnector {
             "deadlocks": int(&r[6]), "xact_commit": int(&r[7]), "xact_rollback": int(&r[8]),
             "temp_bytes": int(&r[9]), "stats_reset": r[10],
         });
-        match self.top_statements() {
+        match Self::top_statements(&mut client) {
             Ok(Some(statements)) => sample["top_statements"] = json!(statements),
             Ok(None) => {}
             Err(err) => sample["top_statements_error"] = json!(err),
@@ -278,13 +285,12 @@ impl PgConnector {
     }
 
     /// `None` when pg_stat_statements is not installed in this database.
-    fn top_statements(&self) -> Result<Option<Vec<Value>>, String> {
-        let installed = self.rows(HAS_STATEMENTS)?;
+    fn top_statements(client: &mut Client) -> Result<Option<Vec<Value>>, String> {
+        let installed = Self::rows_on(client, HAS_STATEMENTS)?;
         if installed.first().is_none_or(|r| int(&r[0]) == 0) {
             return Ok(None);
         }
-        let statements = self
-            .rows(TOP_STATEMENTS)?
+        let statements = Self::rows_on(client, TOP_STATEMENTS)?
             .into_iter()
             .map(|r| {
                 json!({"query": r[0], "calls": int(&r[1]), "mean_ms": int(&r[2]),
