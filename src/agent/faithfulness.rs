@@ -304,8 +304,11 @@ pub fn exact_terms(sentence: &str) -> Vec<String> {
         // A lone digit is a list number or a count too loose to hold the model to, unless a
         // unit makes it a quantity ("5 seconds").
         if token.len() == 1 && numeric {
-            if let Some(unit) = tokens.get(i + 1).and_then(|next| unit_stem(next)) {
+            let next = tokens.get(i + 1).copied().unwrap_or_default();
+            if let Some(unit) = unit_stem(next) {
                 exact.push(format!("{token} {unit}"));
+            } else if let Some(unit) = CJK_UNITS.iter().find(|unit| next.starts_with(**unit)) {
+                exact.push(format!("{token}{unit}"));
             }
             continue;
         }
@@ -314,6 +317,26 @@ pub fn exact_terms(sentence: &str) -> Vec<String> {
         }
     }
     exact
+}
+
+/// Chinese units and counters after a number ("7 天", "8 个字符"): a digit before one is a
+/// quantity the passage must hold.
+const CJK_UNITS: &[&str] = &[
+    "秒", "分钟", "小时", "天", "周", "个月", "月", "年", "个", "次", "字节", "字符", "倍", "核",
+    "台", "条", "版",
+];
+
+/// Whether `normalised` (a text after [`normalise`]) holds the exact term `term`; a term
+/// with Chinese in it is compared without spaces ("7 天" and "7天" are the same quantity).
+fn holds_exact(normalised: &str, term: &str) -> bool {
+    if normalised.contains(term) {
+        return true;
+    }
+    if !term.chars().any(is_cjk) {
+        return false;
+    }
+    let squeeze = |text: &str| text.split_whitespace().collect::<String>();
+    squeeze(normalised).contains(&squeeze(term))
 }
 
 /// The stem of a unit word ("seconds" → "second"), or `None` for any other word.
@@ -407,13 +430,70 @@ pub fn adds_to(question: &str, sentence: &str) -> bool {
     let body = without_markers(sentence);
     let asked = content_terms(question);
     let asked_exact = normalise(question);
+    let doing = action_terms();
     content_terms(&body)
         .iter()
-        .any(|term| !asked.contains(term))
+        .any(|term| !asked.contains(term) && !doing.contains(term))
         || exact_terms(&body)
             .iter()
             .any(|term| !asked_exact.contains(term.as_str()))
         || negates(&body) && !negates(question)
+}
+
+/// Verbs of doing that any instruction has ("create", "use", "配置"): a sentence that adds
+/// only these to the question ("Create a systemd timer unit that replaces the cron job")
+/// restates it.
+const ACTION_WORDS: &[&str] = &[
+    "use",
+    "using",
+    "run",
+    "create",
+    "make",
+    "write",
+    "set",
+    "add",
+    "edit",
+    "change",
+    "modify",
+    "configure",
+    "specify",
+    "define",
+    "put",
+    "place",
+    "apply",
+    "execute",
+    "perform",
+    "type",
+    "call",
+    "need",
+    "want",
+    "try",
+    "使用",
+    "运行",
+    "执行",
+    "创建",
+    "编写",
+    "设置",
+    "配置",
+    "编辑",
+    "修改",
+    "添加",
+    "指定",
+    "定义",
+    "需要",
+    "通过",
+];
+
+/// [`ACTION_WORDS`] as the analyzer reads them, computed once.
+fn action_terms() -> &'static HashSet<String> {
+    static TERMS: OnceLock<HashSet<String>> = OnceLock::new();
+    TERMS.get_or_init(|| {
+        let mut analyzer = cjk::text_analyzer();
+        ACTION_WORDS
+            .iter()
+            .flat_map(|word| cjk::analyze(&mut analyzer, word))
+            .collect()
+    })
 }
 
 /// Whether a question asks yes or no ("Does …?", "Is …?", "…吗？", "是否…").
@@ -471,8 +551,13 @@ fn share_held(wanted: &str, holder: &str) -> Option<f64> {
     Some(wanted.iter().filter(|t| held.contains(*t)).count() as f64 / wanted.len() as f64)
 }
 
-/// The share of `sentence`'s content terms found in `passage` (1.0 when it has none).
-pub fn support(sentence: &str, passage: &str) -> f64 {
+/// The share of `sentence`'s content terms found in `passage` (1.0 when it has none), or 0
+/// when the passage lacks one of its `exact` terms (see [`exact_terms`]).
+pub fn support(sentence: &str, exact: &[String], passage: &str) -> f64 {
+    let normalised = normalise(passage);
+    if !exact.iter().all(|term| holds_exact(&normalised, term)) {
+        return 0.0;
+    }
     share_held(sentence, passage).unwrap_or(1.0)
 }
 
@@ -520,11 +605,7 @@ pub fn check(sentence: &str, passages: &[&str]) -> Verdict {
         .iter()
         .enumerate()
         .filter_map(|(i, passage)| {
-            let normalised = normalise(passage);
-            if !exact.iter().all(|term| normalised.contains(term.as_str())) {
-                return None;
-            }
-            let share = support(&body, passage);
+            let share = support(&body, &exact, passage);
             let needed = if names(&body) { 1.0 } else { SUPPORT_SHARE };
             (share >= needed).then_some((i + 1, share))
         })
@@ -739,6 +820,15 @@ mod tests {
             "Nginx 返回 504 时，默认多长时间后返回？",
             "Nginx 返回 504 时，默认多长时间后返回 [2]。"
         ));
+        // A verb of doing is not an answer of its own.
+        assert!(!adds_to(
+            "How do I write a systemd timer unit that replaces a daily cron job?",
+            "Create a systemd timer unit that replaces the daily cron job [1]."
+        ));
+        assert!(adds_to(
+            "How do I write a systemd timer unit that replaces a daily cron job?",
+            "Create a unit with OnCalendar=daily [1]."
+        ));
     }
 
     #[test]
@@ -795,6 +885,20 @@ mod tests {
     fn lead_ins_state_no_fact() {
         assert_eq!(check("Here is what to do:", &[DISK]), Verdict::NoFact);
         assert_eq!(check("1.", &[DISK]), Verdict::NoFact);
+    }
+
+    #[test]
+    fn a_chinese_quantity_must_appear_in_the_passage() {
+        let passage = "软限制超出后，用户有一段宽限期，可以用 edquota -t 设置。用户名由字母组成。";
+        assert_eq!(
+            check("软限制的默认宽限期是 7 天 [1]。", &[passage]),
+            Verdict::Unsupported
+        );
+        let passage = "软限制超出后，默认宽限期为7天，可以用 edquota -t 修改。";
+        assert_eq!(
+            check("软限制的默认宽限期是 7 天 [1]。", &[passage]),
+            Verdict::Supported(vec![1])
+        );
     }
 
     #[test]
