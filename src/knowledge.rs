@@ -27,6 +27,14 @@ pub trait KnowledgeSearch: Send + Sync {
         readable: Option<&[String]>,
         limit: usize,
     ) -> Result<Vec<SearchHit>, String>;
+
+    /// The names `query` asks about (a tool, a product, a setting) that nothing in
+    /// `readable` (all knowledge bases when `None`) mentions.
+    fn unmentioned_names(
+        &self,
+        query: &str,
+        readable: Option<&[String]>,
+    ) -> Result<Vec<String>, String>;
 }
 
 /// The retrieval library's hybrid search.
@@ -41,6 +49,16 @@ impl KnowledgeSearch for LibrarySearch {
     ) -> Result<Vec<SearchHit>, String> {
         self.0
             .search(query, readable, SearchMode::Hybrid, limit)
+            .map_err(|err| err.to_string())
+    }
+
+    fn unmentioned_names(
+        &self,
+        query: &str,
+        readable: Option<&[String]>,
+    ) -> Result<Vec<String>, String> {
+        self.0
+            .unmentioned_names(query, readable)
             .map_err(|err| err.to_string())
     }
 }

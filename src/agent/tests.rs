@@ -55,6 +55,18 @@ impl KnowledgeSearch for FixedSearch {
             })
             .collect())
     }
+
+    /// A name is mentioned when one of the fixed passages holds it.
+    fn unmentioned_names(
+        &self,
+        query: &str,
+        _kbs: Option<&[String]>,
+    ) -> Result<Vec<String>, String> {
+        Ok(crate::retrieval::words::name_candidates(query)
+            .into_iter()
+            .filter(|name| !self.0.iter().any(|text| text.to_lowercase().contains(name)))
+            .collect())
+    }
 }
 
 struct Fixture {
@@ -341,6 +353,44 @@ fn with_nothing_relevant_the_answer_abstains_without_a_model_call() {
 }
 
 #[test]
+fn a_question_about_a_tool_no_passage_names_abstains_and_says_which() {
+    let f = fixture();
+    let model = ScriptedModel::new(&[]);
+    // The passage matches every other word of the question.
+    let (outcome, events) = turn(
+        &f,
+        model.clone(),
+        vec!["Change the hostname permanently: edit /etc/hostname and /etc/hosts."],
+        "how do I change the hostname permanently with hostnamectl?",
+    );
+    let TurnOutcome::Done(OutcomeKind::Answered, answer) = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(model.calls(), 0);
+    assert!(answer.citations.is_empty());
+    assert_eq!(basis(&events).as_deref(), Some("abstained"));
+    assert!(
+        answer.text.contains("do not hold") && answer.text.contains("`hostnamectl`"),
+        "{}",
+        answer.text
+    );
+    let (outcome, _) = turn(
+        &f,
+        ScriptedModel::new(&[]),
+        vec!["永久修改主机名：编辑 /etc/hostname 和 /etc/hosts。"],
+        "怎样用 hostnamectl 永久修改主机名？",
+    );
+    let TurnOutcome::Done(OutcomeKind::Answered, answer) = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert!(
+        answer.text.contains("没有提到 `hostnamectl`"),
+        "{}",
+        answer.text
+    );
+}
+
+#[test]
 fn injected_passages_cannot_add_tools() {
     let f = fixture();
     let model = ScriptedModel::new(&[grounded("Redis memory [1].", &[1])]);
@@ -549,6 +599,15 @@ impl KnowledgeSearch for ScopeRecorder {
         self.0.lock().unwrap().push(kbs.map(<[String]>::to_vec));
         Ok(Vec::new())
     }
+
+    /// It holds no passage, so it mentions no name.
+    fn unmentioned_names(
+        &self,
+        query: &str,
+        _kbs: Option<&[String]>,
+    ) -> Result<Vec<String>, String> {
+        Ok(crate::retrieval::words::name_candidates(query))
+    }
 }
 
 #[test]
@@ -623,6 +682,15 @@ impl KnowledgeSearch for SlowSearch {
     ) -> Result<Vec<SearchHit>, String> {
         std::thread::sleep(self.0);
         Ok(Vec::new())
+    }
+
+    /// It holds no passage, so it mentions no name.
+    fn unmentioned_names(
+        &self,
+        query: &str,
+        _kbs: Option<&[String]>,
+    ) -> Result<Vec<String>, String> {
+        Ok(crate::retrieval::words::name_candidates(query))
     }
 }
 

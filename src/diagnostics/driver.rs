@@ -396,6 +396,15 @@ mod tests {
                 })
                 .collect())
         }
+
+        /// Its passages are empty, so it mentions no name.
+        fn unmentioned_names(
+            &self,
+            query: &str,
+            _readable: Option<&[String]>,
+        ) -> Result<Vec<String>, String> {
+            Ok(crate::retrieval::words::name_candidates(query))
+        }
     }
 
     fn kbs_found(store: &Store, owner: i64) -> Vec<String> {

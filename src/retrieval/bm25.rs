@@ -14,7 +14,8 @@ use serde::{Deserialize, Serialize};
 use tantivy::collector::TopDocs;
 use tantivy::directory::MmapDirectory;
 use tantivy::query::{
-    BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, TermQuery, TermSetQuery,
+    Bm25StatisticsProvider, BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, TermQuery,
+    TermSetQuery,
 };
 use tantivy::schema::{
     Field, IndexRecordOption, NumericOptions, Schema, TextFieldIndexing, TextOptions, STRING,
@@ -241,6 +242,50 @@ impl Bm25Index {
             }
         }
         Ok(hits)
+    }
+
+    /// The words of `words` that no committed chunk of `kbs` (all when `None`) mentions:
+    /// no term the analyzer makes of the word is in the text of such a chunk (titles are
+    /// folded into the text). A word the analyzer drops (a stop word) is never reported.
+    pub fn unmentioned(
+        &self,
+        words: &[String],
+        kbs: Option<&[String]>,
+    ) -> Result<Vec<String>, Bm25Error> {
+        if words.is_empty() {
+            return Ok(Vec::new());
+        }
+        let searcher = self.reader.searcher();
+        let scope = self.scope(&searcher)?;
+        let every_kb;
+        let kbs = match kbs {
+            Some(kbs) => kbs,
+            None => {
+                every_kb = scope.knowledge_bases();
+                &every_kb
+            }
+        };
+        let statistics = scope.statistics(&searcher, &self.fields, kbs);
+        let mut analyzer = self.analyzer.clone();
+        let mut unmentioned = Vec::new();
+        for word in words {
+            let terms = cjk::analyze(&mut analyzer, word);
+            let mut mentioned = terms.is_empty();
+            for term in terms {
+                let term = Term::from_field_text(self.fields.text, &term);
+                let docs = statistics
+                    .doc_freq(&term)
+                    .map_err(self.tantivy_error("counting the chunks that hold a term"))?;
+                if docs > 0 {
+                    mentioned = true;
+                    break;
+                }
+            }
+            if !mentioned {
+                unmentioned.push(word.clone());
+            }
+        }
+        Ok(unmentioned)
     }
 
     fn scope(&self, searcher: &tantivy::Searcher) -> Result<Arc<scope::Scope>, Bm25Error> {
@@ -509,6 +554,37 @@ mod tests {
         );
         assert_eq!(ids(&index.search("死锁怎么排查", None, 10).unwrap()), [3]);
         assert_eq!(ids(&index.search("backup", None, 10).unwrap()), [2]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_word_is_unmentioned_when_no_readable_chunk_holds_it() {
+        let dir = temp_dir("unmentioned");
+        let mut index = sample_index(&dir);
+        let words = |list: &[&str]| list.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+        let asked = words(&["deadlock_timeout", "borrow", "hostnamectl", "the"]);
+        // By stem ("Deadlocks" holds "deadlock"), across knowledge bases when unscoped.
+        assert_eq!(index.unmentioned(&asked, None).unwrap(), ["hostnamectl"]);
+        // Scoped: what only another knowledge base says counts as unmentioned.
+        assert_eq!(
+            index
+                .unmentioned(&asked, Some(&["ops".to_owned()]))
+                .unwrap(),
+            ["borrow", "hostnamectl"]
+        );
+        assert_eq!(
+            index
+                .unmentioned(&words(&["deadlocks"]), Some(&[]))
+                .unwrap(),
+            ["deadlocks"]
+        );
+        // Deleted chunks mention nothing.
+        index.delete_chunks(&[4]).unwrap();
+        index.commit(8).unwrap();
+        assert_eq!(
+            index.unmentioned(&words(&["borrow"]), None).unwrap(),
+            ["borrow"]
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

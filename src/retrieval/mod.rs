@@ -20,6 +20,7 @@ pub mod roots;
 pub mod safe_open;
 pub mod source;
 pub mod vector;
+pub mod words;
 
 pub use error::RetrievalError;
 pub use library::{

@@ -261,6 +261,28 @@ fn a_knowledge_question_gets_a_cited_answer_from_the_sample_kb() {
     let basis = &data_of(&frames, "answer.basis")[0];
     assert_eq!(basis["basis"], "abstained", "{frames:?}");
     assert!(data_of(&frames, "citation").is_empty());
+    // A tool no runbook mentions: the abstention says which, before any model call.
+    let frames = ask(
+        &server,
+        &token,
+        &id,
+        "How do I renew the TLS certificate of the web server with certbot?",
+    );
+    let basis = &data_of(&frames, "answer.basis")[0];
+    assert_eq!(basis["basis"], "abstained", "{frames:?}");
+    assert!(data_of(&frames, "citation").is_empty());
+    let (_, stored) = get(&server, &token, &format!("/api/conversations/{id}"));
+    let last = stored["messages"]
+        .as_array()
+        .and_then(|messages| messages.last())
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        last["content"]
+            .as_str()
+            .is_some_and(|text| text.contains("none of them mentions `certbot`")),
+        "{last}"
+    );
     // Hidden reasoning stays out of every public event.
     let (_, audit) = get(&server, &token, "/api/audit?limit=200");
     let thoughts: Vec<String> = audit

@@ -65,6 +65,7 @@ pub(crate) fn run(
         runner,
         policy,
         passages: Vec::new(),
+        unmentioned: Vec::new(),
         published: String::new(),
         published_facts: 0,
         model_calls: 0,
@@ -74,7 +75,10 @@ pub(crate) fn run(
     answer.retrieve(core, 0, &query)?;
     let mut step = 1;
     loop {
-        if answer.passages.is_empty() || !answerable(&core.question, &answer.passages) {
+        if !answer.unmentioned.is_empty()
+            || answer.passages.is_empty()
+            || !answerable(&core.question, &answer.passages)
+        {
             return answer.abstain(core);
         }
         if answer.model_calls >= policy.max_model_calls
@@ -100,6 +104,9 @@ struct Grounded<'r, 'a> {
     policy: &'r ExecutionPolicy,
     /// The relevant passages, numbered from 1 in this order.
     passages: Vec<Passage>,
+    /// The names the question asks about that no readable knowledge base mentions (a tool,
+    /// a product, a setting): the knowledge bases cannot answer what they never name.
+    unmentioned: Vec<String>,
     /// The checked answer text published so far.
     published: String,
     /// Sentences stating a fact among them.
@@ -127,6 +134,11 @@ impl Grounded<'_, '_> {
             CallOutcome::Ok { data, .. } => {
                 let found: Vec<Passage> =
                     serde_json::from_value(data["passages"].clone()).unwrap_or_default();
+                // Only the search with the user's own words says what the question names.
+                if step == 0 {
+                    self.unmentioned =
+                        serde_json::from_value(data["unmentioned"].clone()).unwrap_or_default();
+                }
                 for passage in found {
                     let held = self
                         .passages
@@ -267,6 +279,7 @@ impl Grounded<'_, '_> {
                 }
             },
         };
+        tracing::debug!(run = %core.input.run_id, ?choice, "answer call");
         self.published = publisher.finish(core.sink)?;
         if facts.answer() {
             self.published_facts += facts.stated;
@@ -337,12 +350,28 @@ impl Grounded<'_, '_> {
         Ok(core.done(OutcomeKind::Answered, text, citations, &streamed))
     }
 
-    /// Nothing the user may read holds the answer: say so, cite nothing.
+    /// Nothing the user may read holds the answer: say so (naming what the question asks
+    /// about that they never mention), cite nothing.
     fn abstain(&mut self, core: &mut TurnCore<'_>) -> Result<TurnOutcome, TurnStop> {
         core.sink.emit(RunEvent::AnswerBasis {
             basis: "abstained".into(),
         })?;
-        let text = localized(core.language, NOT_IN_KB).to_owned();
+        let text = if self.unmentioned.is_empty() {
+            localized(core.language, NOT_IN_KB).to_owned()
+        } else {
+            let names = self
+                .unmentioned
+                .iter()
+                .map(|name| format!("`{name}`"))
+                .collect::<Vec<_>>();
+            let not_held = localized(core.language, NOT_IN_KB).trim_end_matches(['.', '。']);
+            match core.language {
+                Language::Chinese => format!("{not_held}：它们都没有提到 {}。", names.join("、")),
+                Language::English => {
+                    format!("{not_held}: none of them mentions {}.", names.join(", "))
+                }
+            }
+        };
         let streamed = std::mem::take(&mut self.published);
         Ok(core.done(OutcomeKind::Answered, text, Vec::new(), &streamed))
     }

@@ -1,6 +1,7 @@
 //! `knowledge_retrieval`: hybrid search over the knowledge bases the caller may read.
-//! Returns passages with their citations and whether each looks relevant; the ReAct loop
-//! numbers them [n] for the answer. Passages are data, never instructions.
+//! Returns passages with their citations and whether each looks relevant, and the names the
+//! query asks about that the readable knowledge bases never mention; the answer numbers
+//! the passages [n]. Passages are data, never instructions.
 
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -89,8 +90,13 @@ impl Tool for KnowledgeRetrieval {
         let spawned = std::thread::Builder::new()
             .name("knowledge-search".into())
             .spawn(move || {
-                let hits = search.search(&query, readable.as_deref(), limit as usize);
-                let _ = sender.send(hits);
+                let found = search
+                    .search(&query, readable.as_deref(), limit as usize)
+                    .and_then(|hits| {
+                        let unmentioned = search.unmentioned_names(&query, readable.as_deref())?;
+                        Ok((hits, unmentioned))
+                    });
+                let _ = sender.send(found);
             });
         if let Err(err) = spawned {
             return ToolResult::error("search_failed", format!("cannot start the search: {err}"));
@@ -111,12 +117,18 @@ impl Tool for KnowledgeRetrieval {
             }
         };
         match found {
-            Ok(hits) => {
+            Ok((hits, unmentioned)) => {
                 let passages: Vec<Passage> = hits.iter().map(passage).collect();
                 let relevant = passages.iter().filter(|p| p.relevant).count();
-                let summary = format!("{} passages, {relevant} relevant", passages.len());
+                let mut summary = format!("{} passages, {relevant} relevant", passages.len());
+                if !unmentioned.is_empty() {
+                    summary.push_str(&format!(
+                        "; the knowledge bases never mention {}",
+                        unmentioned.join(", ")
+                    ));
+                }
                 ToolResult::Ok {
-                    data: json!({ "passages": passages }),
+                    data: json!({ "passages": passages, "unmentioned": unmentioned }),
                     summary,
                 }
             }

@@ -83,6 +83,11 @@ impl Scope {
         Ok(scope)
     }
 
+    /// Every knowledge base with a live document.
+    pub(super) fn knowledge_bases(&self) -> Vec<String> {
+        self.ordinal.keys().cloned().collect()
+    }
+
     /// Statistics over the knowledge bases named in `kbs`.
     pub(super) fn statistics<'a>(
         &'a self,

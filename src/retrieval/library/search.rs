@@ -1,12 +1,12 @@
 //! Hybrid search over the library: BM25 and vector candidates from the allowed knowledge
 //! bases only, fused by Reciprocal Rank Fusion, returned with citations and each
-//! retriever's rank and score.
+//! retriever's rank and score; and which names a query asks about no allowed chunk mentions.
 
 use std::collections::{HashMap, HashSet};
 
 use super::super::fusion::{reciprocal_rank_fusion, FusedHit, RankedList};
 use super::{Citation, Library, RetrieverRank, SearchHit, SearchMode};
-use crate::retrieval::RetrievalError;
+use crate::retrieval::{words, RetrievalError};
 use crate::store::CatalogChunk;
 
 /// Candidates each retriever contributes before fusion.
@@ -16,6 +16,22 @@ const CANDIDATES: usize = 100;
 const MAX_UNKNOWN_SHARE: f32 = 0.3;
 
 impl Library {
+    /// The words of `query` that could name a tool, product or setting (see
+    /// [`words::name_candidates`]) and that no chunk of `kbs` (all when `None`) mentions:
+    /// what the query asks about that these knowledge bases have never heard of.
+    pub fn unmentioned_names(
+        &self,
+        query: &str,
+        kbs: Option<&[String]>,
+    ) -> Result<Vec<String>, RetrievalError> {
+        let candidates = words::name_candidates(query);
+        if candidates.is_empty() {
+            return Ok(Vec::new());
+        }
+        let indexes = self.indexes.read().unwrap_or_else(|p| p.into_inner());
+        Ok(indexes.bm25.unmentioned(&candidates, kbs)?)
+    }
+
     /// Searches `kbs` (all when `None`).
     pub fn search(
         &self,
