@@ -64,7 +64,13 @@ impl KnowledgeSearch for FixedSearch {
     ) -> Result<Vec<String>, String> {
         Ok(crate::retrieval::words::name_candidates(query)
             .into_iter()
-            .filter(|name| !self.0.iter().any(|text| text.to_lowercase().contains(name)))
+            .filter(|name| {
+                let name = name.to_lowercase();
+                !self
+                    .0
+                    .iter()
+                    .any(|text| text.to_lowercase().contains(&name))
+            })
             .collect())
     }
 }

@@ -18,9 +18,10 @@ const COMPUTING: &str = include_str!("words/computing.txt");
 /// Letters a word needs to be taken for a name ("ls" and "vi" are too short to tell).
 const MIN_NAME_LETTERS: usize = 3;
 
-/// The words of `query` that could name a tool, product or setting, lowercased, each once,
-/// in order: words of ASCII letters (and `_`) of at least three letters that are neither
-/// ordinary English nor common computing words. Chinese text around them is skipped.
+/// The words of `query` that could name a tool, product or setting, as written, each once
+/// (whatever its case), in order: words of ASCII letters (and `_`) of at least three
+/// letters that are neither ordinary English nor common computing words. Chinese text
+/// around them is skipped.
 pub fn name_candidates(query: &str) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     for raw in query.split(|c: char| {
@@ -34,8 +35,8 @@ pub fn name_candidates(query: &str) -> Vec<String> {
             continue;
         }
         let lower = word.to_ascii_lowercase();
-        if !is_ordinary(&lower) && !names.contains(&lower) {
-            names.push(lower);
+        if !is_ordinary(&lower) && !names.iter().any(|name| name.eq_ignore_ascii_case(word)) {
+            names.push(word.to_owned());
         }
     }
     names
@@ -95,11 +96,11 @@ mod tests {
         );
         assert_eq!(
             name_candidates("What is Nginx's default client_max_body_size?"),
-            vec!["nginx", "client_max_body_size"]
+            vec!["Nginx", "client_max_body_size"]
         );
         assert_eq!(
             name_candidates("怎样用 certbot 申请证书，Apache 怎么配置？"),
-            vec!["certbot", "apache"]
+            vec!["certbot", "Apache"]
         );
         assert!(name_candidates("Which tool summarises the slow query log?").is_empty());
         assert!(name_candidates("Why did the configs time out after the reboot?").is_empty());
