@@ -50,6 +50,8 @@ pub struct Options {
 /// What one case's run showed.
 #[derive(Debug, Default)]
 struct Observed {
+    /// The case's run, for its events and log lines.
+    run_id: String,
     answer: String,
     cited_texts: Vec<String>,
     /// The cited passages as the gate reads them (title, headings, text).
@@ -180,7 +182,7 @@ fn transcript_line(case: &Case, seen: &Observed, search: &LibrarySearch) -> anyh
         "messages": messages.iter().map(|m| json!({"role": m.role, "content": m.content})).collect::<Vec<_>>(),
         "schema": grounded::answer_schema(passages.len(), false),
         "passages": passages.iter().map(grounded::passage_text).collect::<Vec<_>>(),
-        "warden": {"answer": seen.answer, "basis": seen.basis, "cited": seen.cited_texts},
+        "warden": {"run_id": seen.run_id, "answer": seen.answer, "basis": seen.basis, "cited": seen.cited_texts},
     }))
 }
 
@@ -199,6 +201,7 @@ fn ask(
     workers.wake();
     let status = wait_for_end(store, owner, &posted.run_id)?;
     let mut observed = Observed {
+        run_id: posted.run_id.clone(),
         status,
         total_ms: started.elapsed().as_secs_f64() * 1e3,
         ..Observed::default()

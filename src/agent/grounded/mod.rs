@@ -178,6 +178,14 @@ impl Grounded<'_, '_> {
         let schema = answer_schema(self.passages.len(), self.can_search());
         let texts: Vec<String> = self.passages.iter().map(passage_text).collect();
         let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let on_subject: Vec<bool> = texts
+            .iter()
+            .map(|text| faithfulness::on_subject(&core.question, text))
+            .collect();
+        let passages = Cited {
+            texts: &texts,
+            on_subject: &on_subject,
+        };
         let mut field = FieldStream::new("answer");
         let mut sentences = Sentences::default();
         let mut publisher = Publisher::new(
@@ -207,7 +215,7 @@ impl Grounded<'_, '_> {
                         return Ok(false);
                     }
                     said.push(body);
-                    match gate(&question, &sentence, &texts, &mut facts) {
+                    match gate(&question, &sentence, &passages, &mut facts) {
                         Ok(shown) => {
                             held.push_str(&shown);
                             if facts.answer() {
@@ -266,7 +274,7 @@ impl Grounded<'_, '_> {
             }
             Ok(value) if value["answer"].as_str().is_some_and(says_not_found) => Choice::NotFound,
             Ok(_) if !closed => Choice::Rejected("the answer was cut off".into()),
-            Ok(_) => match gate(&question, &tail, &texts, &mut facts) {
+            Ok(_) => match gate(&question, &tail, &passages, &mut facts) {
                 Err(reason) => Choice::Rejected(reason),
                 Ok(shown) => {
                     held.push_str(&shown);
@@ -415,14 +423,24 @@ impl Facts {
     }
 }
 
+/// The passages an answer call's sentences may rest on.
+struct Cited<'a> {
+    /// Passage n's text (with its title and headings) at index n-1.
+    texts: &'a [&'a str],
+    /// Whether passage n is on the question's subject (see [`faithfulness::on_subject`]).
+    on_subject: &'a [bool],
+}
+
 /// Checks one sentence: the text to show (its markers corrected to the passages that
-/// support it), or why it may not be shown. Counts the sentences that state a fact.
+/// support it), or why it may not be shown. A fact must rest on a passage on the
+/// question's subject. Counts the sentences that state a fact.
 fn gate(
     question: &str,
     sentence: &str,
-    passages: &[&str],
+    cited: &Cited<'_>,
     facts: &mut Facts,
 ) -> Result<String, String> {
+    let passages = cited.texts;
     // "Not found" is the model's choice, read from the whole output: never shown as text.
     if sentence.trim().is_empty() || says_not_found(sentence) {
         return Ok(String::new());
@@ -436,6 +454,16 @@ fn gate(
             Err("a sentence of the answer is not supported by the passages it cites".into())
         }
         Verdict::Supported(supporting) => {
+            let supporting: Vec<usize> = supporting
+                .into_iter()
+                .filter(|n| cited.on_subject.get(n - 1).copied().unwrap_or(false))
+                .collect();
+            if supporting.is_empty() {
+                return Err(
+                    "a sentence of the answer rests only on passages that do not name what the question asks about"
+                        .into(),
+                );
+            }
             facts.stated += 1;
             facts.adds |= faithfulness::adds_to(question, sentence);
             let cited = cited_numbers(sentence, passages.len());

@@ -98,7 +98,8 @@ pub(super) fn excerpt(question: &str, text: &str, budget: usize) -> String {
 }
 
 /// The lines (sentences) of the passages that best match the question, best first, each
-/// with its passage number; only lines holding at least half of the question's terms.
+/// with its passage number; only lines holding more than half of the question's terms and
+/// everything it names (see [`faithfulness::holds_what_is_named`]).
 pub(super) fn best_lines(question: &str, passages: &[Passage]) -> Vec<(usize, String)> {
     let mut scored: Vec<(f64, usize, String)> = Vec::new();
     for (i, passage) in passages.iter().enumerate() {
@@ -108,7 +109,10 @@ pub(super) fn best_lines(question: &str, passages: &[Passage]) -> Vec<(usize, St
         for line in lines {
             let line = clean_line(&line);
             let score = faithfulness::line_score(question, &line);
-            if score >= EXTRACT_MIN_SCORE && faithfulness::content_terms(&line).len() >= 2 {
+            if score >= EXTRACT_MIN_SCORE
+                && faithfulness::content_terms(&line).len() >= 2
+                && faithfulness::holds_what_is_named(question, &line)
+            {
                 // Earlier passages rank higher on a tie.
                 scored.push((score - i as f64 * 1e-3, i + 1, line));
             }

@@ -14,6 +14,45 @@ fn passage(text: &str) -> Passage {
     }
 }
 
+/// The gate over `texts`, each on the question's subject as the answer call decides.
+fn check(
+    question: &str,
+    sentence: &str,
+    texts: &[&str],
+    facts: &mut Facts,
+) -> Result<String, String> {
+    let on_subject: Vec<bool> = texts
+        .iter()
+        .map(|text| faithfulness::on_subject(question, text))
+        .collect();
+    let cited = Cited {
+        texts,
+        on_subject: &on_subject,
+    };
+    gate(question, sentence, &cited, facts)
+}
+
+#[test]
+fn a_fact_must_rest_on_a_passage_that_names_what_the_question_names() {
+    let texts = ["APT::Periodic::AutocleanInterval sets how often APT cleans its package cache."];
+    let mut facts = Facts::default();
+    let sentence = "Set `APT::Periodic::AutocleanInterval` to 7 to clean the cache [1].";
+    assert!(check(
+        "How often does APT clean its package cache?",
+        sentence,
+        &texts,
+        &mut facts
+    )
+    .is_ok());
+    let shown = check(
+        "How do I make APT download packages through an HTTP proxy?",
+        sentence,
+        &texts,
+        &mut facts,
+    );
+    assert!(shown.is_err_and(|why| why.contains("do not name")));
+}
+
 #[test]
 fn the_gate_shows_supported_sentences_and_corrects_their_markers() {
     let texts = [
@@ -23,7 +62,7 @@ fn the_gate_shows_supported_sentences_and_corrects_their_markers() {
     let question = "How do I see disk usage per filesystem?";
     let mut facts = Facts::default();
     assert_eq!(
-        gate(
+        check(
             question,
             "Run `df -hT` to see usage per filesystem [2]. ",
             &texts,
@@ -31,7 +70,7 @@ fn the_gate_shows_supported_sentences_and_corrects_their_markers() {
         ),
         Ok("Run `df -hT` to see usage per filesystem [1]. ".into())
     );
-    assert!(gate(
+    assert!(check(
         question,
         "Reboot the kubelet node immediately [1].",
         &texts,
@@ -46,7 +85,7 @@ fn the_gate_shows_supported_sentences_and_corrects_their_markers() {
 fn restating_the_question_or_describing_the_passages_is_no_answer() {
     let texts = ["Deadlocks abort one transaction; the application retries it."];
     let mut facts = Facts::default();
-    let shown = gate(
+    let shown = check(
         "What happens to one transaction in a deadlock?",
         "In a deadlock one transaction happens [1].",
         &texts,
@@ -57,7 +96,7 @@ fn restating_the_question_or_describing_the_passages_is_no_answer() {
     assert!(!facts.answer());
     assert_eq!(facts.why_not("x"), "the answer only restated the question");
     let mut facts = Facts::default();
-    assert!(gate(
+    assert!(check(
         "What do deadlocks abort?",
         "The passage describes what deadlocks abort [1].",
         &texts,
@@ -91,6 +130,17 @@ fn the_extractive_answer_quotes_the_best_lines() {
             "Run `lsof +L1` to find deleted files still held open.".to_owned()
         )
     );
+}
+
+#[test]
+fn a_quoted_line_holds_what_the_question_names() {
+    let apache =
+        passage("By default the web server listens on port 80.\nsshd reads /etc/ssh/sshd_config.");
+    let lines = best_lines(
+        "Which port does the web server sshd listen on by default?",
+        &[apache],
+    );
+    assert!(lines.is_empty(), "{lines:?}");
 }
 
 #[test]

@@ -1,16 +1,21 @@
 //! The faithfulness gate: whether a sentence of a knowledge answer is supported by the
 //! passages it cites, decided in code. Both are compared as content terms the way the
-//! search index reads them (English stemmed, Chinese segmented into dictionary words, stop
-//! and question words dropped); numbers, commands
-//! in backticks, paths and flags must appear verbatim (after normalisation) in a cited
-//! passage. A sentence with too few content terms to state a fact passes. Also splits a
-//! streamed answer into whole sentences, so nothing is shown before it is checked, and
-//! scores passage lines against a question for the extractive answer. Pure functions.
+//! search index reads them (`terms`); numbers, commands in backticks, paths and flags
+//! must appear verbatim (after normalisation) in a cited passage. A sentence with too few
+//! content terms to state a fact passes. Also whether a sentence tells more than the
+//! question, whether a text names what the question names, and how well a passage line
+//! matches a question for the extractive answer. Streamed answers are cut into whole
+//! sentences first (`sentences`), so nothing is shown before it is checked. Pure
+//! functions.
 
-use std::collections::HashSet;
-use std::sync::OnceLock;
+mod sentences;
+mod terms;
 
-use crate::retrieval::cjk;
+pub use sentences::{with_markers, without_markers, Sentences};
+use terms::{action_terms, holds_exact, is_cjk};
+pub use terms::{content_terms, exact_terms, normalise};
+
+use crate::retrieval::words;
 
 /// Share of a sentence's content terms a passage must hold for the sentence to be
 /// supported by it.
@@ -20,353 +25,6 @@ const FACT_TERMS: usize = 3;
 /// Words of a bare answer at most (a name, a package, a standard).
 const BARE_WORDS: usize = 3;
 
-/// English words that carry no fact.
-const STOP_WORDS: &[&str] = &[
-    "a",
-    "about",
-    "after",
-    "again",
-    "all",
-    "also",
-    "am",
-    "an",
-    "and",
-    "any",
-    "are",
-    "as",
-    "at",
-    "be",
-    "because",
-    "been",
-    "before",
-    "being",
-    "both",
-    "but",
-    "by",
-    "can",
-    "could",
-    "did",
-    "do",
-    "does",
-    "doing",
-    "done",
-    "each",
-    "either",
-    "else",
-    "every",
-    "first",
-    "for",
-    "from",
-    "further",
-    "get",
-    "had",
-    "has",
-    "have",
-    "having",
-    "he",
-    "her",
-    "here",
-    "him",
-    "his",
-    "how",
-    "however",
-    "i",
-    "if",
-    "in",
-    "into",
-    "is",
-    "it",
-    "its",
-    "just",
-    "let",
-    "may",
-    "me",
-    "might",
-    "more",
-    "most",
-    "must",
-    "my",
-    "need",
-    "no",
-    "nor",
-    "not",
-    "now",
-    "of",
-    "on",
-    "once",
-    "one",
-    "only",
-    "or",
-    "other",
-    "our",
-    "out",
-    "over",
-    "own",
-    "per",
-    "please",
-    "same",
-    "she",
-    "should",
-    "so",
-    "some",
-    "such",
-    "than",
-    "that",
-    "the",
-    "their",
-    "them",
-    "then",
-    "there",
-    "these",
-    "they",
-    "this",
-    "those",
-    "through",
-    "to",
-    "too",
-    "under",
-    "until",
-    "up",
-    "upon",
-    "us",
-    "use",
-    "used",
-    "using",
-    "very",
-    "via",
-    "was",
-    "we",
-    "were",
-    "what",
-    "when",
-    "where",
-    "whether",
-    "which",
-    "while",
-    "who",
-    "whom",
-    "why",
-    "will",
-    "with",
-    "would",
-    "you",
-    "your",
-    "yours",
-    "according",
-    "passage",
-    "passages",
-    "document",
-    "documents",
-    "knowledge",
-    "base",
-    "step",
-    "steps",
-    "answer",
-    "question",
-];
-
-/// Chinese words that carry no fact: function characters on their own and question words.
-const CJK_STOP_WORDS: &[&str] = &[
-    "的",
-    "了",
-    "是",
-    "在",
-    "和",
-    "与",
-    "或",
-    "及",
-    "就",
-    "都",
-    "而",
-    "也",
-    "把",
-    "被",
-    "对",
-    "从",
-    "到",
-    "为",
-    "以",
-    "这",
-    "那",
-    "有",
-    "个",
-    "之",
-    "其",
-    "中",
-    "等",
-    "并",
-    "可",
-    "要",
-    "会",
-    "先",
-    "再",
-    "吗",
-    "呢",
-    "吧",
-    "啊",
-    "什么",
-    "怎么",
-    "怎样",
-    "如何",
-    "哪些",
-    "哪个",
-    "哪",
-    "为什么",
-    "多少",
-    "是否",
-    "应该",
-    "需要",
-    "可以",
-    "一个",
-    "这个",
-    "那个",
-    "时候",
-    "我们",
-    "你",
-    "我",
-    "他",
-    "它",
-    "请问",
-    "首先",
-    "然后",
-];
-
-/// The content terms of a text, as the search index reads words (English stemmed, Chinese
-/// segmented by its dictionary), stop words and question words left out.
-pub fn content_terms(text: &str) -> HashSet<String> {
-    let mut analyzer = cjk::text_analyzer();
-    let stop = stop_terms();
-    cjk::analyze(&mut analyzer, text)
-        .into_iter()
-        .filter(|term| !stop.contains(term) && !CJK_STOP_WORDS.contains(&term.as_str()))
-        .filter(|term| {
-            term.chars().count() > 1 || term.chars().all(|c| c.is_ascii_digit() || is_cjk(c))
-        })
-        .collect()
-}
-
-/// The English stop words as the analyzer stems them, computed once.
-fn stop_terms() -> &'static HashSet<String> {
-    static STOP: OnceLock<HashSet<String>> = OnceLock::new();
-    STOP.get_or_init(|| {
-        let mut analyzer = cjk::text_analyzer();
-        STOP_WORDS
-            .iter()
-            .flat_map(|word| cjk::analyze(&mut analyzer, word))
-            .collect()
-    })
-}
-
-fn is_cjk(c: char) -> bool {
-    ('\u{4e00}'..='\u{9fff}').contains(&c) || ('\u{3400}'..='\u{4dbf}').contains(&c)
-}
-
-/// Text compared verbatim: lower case, whitespace collapsed, typographic quotes plain.
-pub fn normalise(text: &str) -> String {
-    let lowered: String = text
-        .chars()
-        .map(|c| match c {
-            '‘' | '’' => '\'',
-            '“' | '”' => '"',
-            '`' => ' ',
-            other => other.to_ascii_lowercase(),
-        })
-        .collect();
-    lowered.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// What must appear verbatim in a cited passage: code spans, numbers, paths and flags.
-pub fn exact_terms(sentence: &str) -> Vec<String> {
-    let mut exact = Vec::new();
-    for (i, span) in sentence.split('`').enumerate() {
-        // A trailing backslash is Markdown escaping, not part of a one-line command.
-        let span = span.trim().trim_end_matches('\\').trim_end();
-        if i % 2 == 1 && !span.is_empty() {
-            exact.push(normalise(span));
-        }
-    }
-    let plain: String = sentence
-        .split('`')
-        .enumerate()
-        .filter(|(i, _)| i % 2 == 0)
-        .map(|(_, s)| s)
-        .collect::<Vec<_>>()
-        .join(" ");
-    let tokens: Vec<&str> = plain
-        .split(|c: char| c.is_whitespace() || "，。；：、（）()[]{}\"'“”,;!?！？".contains(c))
-        .map(|token| token.trim_end_matches(['.', ':']))
-        .filter(|token| !token.is_empty())
-        .collect();
-    for (i, token) in tokens.iter().enumerate() {
-        let numeric = token.chars().any(|c| c.is_ascii_digit());
-        let pathlike = token.len() > 1
-            && (token.contains('/') || token.starts_with('-') || token.contains('_'));
-        // A lone digit is a list number or a count too loose to hold the model to, unless a
-        // unit makes it a quantity ("5 seconds").
-        if token.len() == 1 && numeric {
-            let next = tokens.get(i + 1).copied().unwrap_or_default();
-            if let Some(unit) = unit_stem(next) {
-                exact.push(format!("{token} {unit}"));
-            } else if let Some(unit) = CJK_UNITS.iter().find(|unit| next.starts_with(**unit)) {
-                exact.push(format!("{token}{unit}"));
-            }
-            continue;
-        }
-        if (numeric || pathlike) && token.chars().any(|c| c.is_ascii_alphanumeric()) {
-            exact.push(normalise(token));
-        }
-    }
-    exact
-}
-
-/// Chinese units and counters after a number ("7 天", "8 个字符"): a digit before one is a
-/// quantity the passage must hold.
-const CJK_UNITS: &[&str] = &[
-    "秒", "分钟", "小时", "天", "周", "个月", "月", "年", "个", "次", "字节", "字符", "倍", "核",
-    "台", "条", "版",
-];
-
-/// Whether `normalised` (a text after [`normalise`]) holds the exact term `term`; a term
-/// with Chinese in it is compared without spaces ("7 天" and "7天" are the same quantity).
-fn holds_exact(normalised: &str, term: &str) -> bool {
-    if normalised.contains(term) {
-        return true;
-    }
-    if !term.chars().any(is_cjk) {
-        return false;
-    }
-    let squeeze = |text: &str| text.split_whitespace().collect::<String>();
-    squeeze(normalised).contains(&squeeze(term))
-}
-
-/// The stem of a unit word ("seconds" → "second"), or `None` for any other word.
-fn unit_stem(word: &str) -> Option<&'static str> {
-    const UNITS: &[&str] = &[
-        "second",
-        "minute",
-        "hour",
-        "day",
-        "week",
-        "month",
-        "year",
-        "byte",
-        "percent",
-        "time",
-        "retry",
-        "retries",
-        "replica",
-        "connection",
-        "thread",
-        "worker",
-        "core",
-    ];
-    let word = word.to_ascii_lowercase();
-    UNITS
-        .iter()
-        .find(|unit| word.starts_with(**unit) && word.len() <= unit.len() + 2)
-        .copied()
-}
-
 /// The names a question asks about, lower-cased: proper nouns (a capitalised word inside a
 /// sentence: "Argo", "Kafka"), mixed-case names ("MongoDB", "VirtualService"), acronyms of
 /// three letters or more ("XFS", "TLS") and settings (`client_max_body_size`). A question
@@ -374,6 +32,19 @@ fn unit_stem(word: &str) -> Option<&'static str> {
 /// about their own system (hosts, addresses, ids, numbers: words with digits, dots or
 /// slashes) and two-letter abbreviations ("MB", "DB") are not names.
 pub fn named_terms(question: &str) -> Vec<String> {
+    names_in(question, true)
+}
+
+/// The technical names of a question: its acronyms, mixed-case names and settings (see
+/// [`named_terms`]), not its plain proper nouns ("Falcot", "Corp": the organisation a
+/// whole knowledge base is about, named in few of its passages).
+pub fn technical_names(question: &str) -> Vec<String> {
+    names_in(question, false)
+}
+
+/// The names of `question` (see [`named_terms`]); plain proper nouns only with
+/// `proper_nouns`.
+fn names_in(question: &str, proper_nouns: bool) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     // Chinese has no capitals of its own: a capitalised Latin word in it is a name.
     let cjk_question = question.chars().any(is_cjk);
@@ -399,7 +70,8 @@ pub fn named_terms(question: &str) -> Vec<String> {
         let mixed_case = capitalised
             && tail.chars().any(|c| c.is_ascii_uppercase())
             && tail.chars().any(|c| c.is_ascii_lowercase());
-        let proper_noun = capitalised
+        let proper_noun = proper_nouns
+            && capitalised
             && (cjk_question || !starts_sentence)
             && tail.chars().all(|c| c.is_ascii_lowercase());
         let acronym = word.len() >= 3 && word.chars().all(|c| c.is_ascii_uppercase());
@@ -417,6 +89,36 @@ pub fn holds_names(question: &str, text: &str) -> bool {
     named_terms(question)
         .iter()
         .all(|name| text.contains(name.as_str()))
+}
+
+/// Whether `text` holds everything the question names for itself: its names (see
+/// [`named_terms`]), its words that could name a tool (`sshd`, `copytruncate`: see
+/// [`words::name_candidates`]) and its exact terms (`HTTP/2`, a port, a path). A line
+/// quoted as the answer must: "web servers listen on port 80" does not answer which port
+/// sshd listens on, however many of the question's other words it holds.
+pub fn holds_what_is_named(question: &str, text: &str) -> bool {
+    let normalised = normalise(text);
+    holds_names(question, text)
+        && words::name_candidates(question)
+            .iter()
+            .all(|word| normalised.contains(&word.to_ascii_lowercase()))
+        && exact_terms(question)
+            .iter()
+            .all(|term| holds_exact(&normalised, term))
+}
+
+/// Whether a passage is on the question's subject: it holds the question's technical
+/// names (see [`technical_names`]) and exact terms (`HTTP/2`, `/etc/fstab`, a port). A
+/// fact of the answer must rest on such a passage: a true sentence about APT's periodic
+/// settings does not answer how APT uses an HTTP proxy.
+pub fn on_subject(question: &str, passage: &str) -> bool {
+    let normalised = normalise(passage);
+    technical_names(question)
+        .iter()
+        .all(|name| normalised.contains(name.as_str()))
+        && exact_terms(question)
+            .iter()
+            .all(|term| holds_exact(&normalised, term))
 }
 
 /// Whether an answer sentence tells more than the question it answers: a term, a command,
@@ -438,62 +140,6 @@ pub fn adds_to(question: &str, sentence: &str) -> bool {
             .iter()
             .any(|term| !asked_exact.contains(term.as_str()))
         || negates(&body) && !negates(question)
-}
-
-/// Verbs of doing that any instruction has ("create", "use", "配置"): a sentence that adds
-/// only these to the question ("Create a systemd timer unit that replaces the cron job")
-/// restates it.
-const ACTION_WORDS: &[&str] = &[
-    "use",
-    "using",
-    "run",
-    "create",
-    "make",
-    "write",
-    "set",
-    "add",
-    "edit",
-    "change",
-    "modify",
-    "configure",
-    "specify",
-    "define",
-    "put",
-    "place",
-    "apply",
-    "execute",
-    "perform",
-    "type",
-    "call",
-    "need",
-    "want",
-    "try",
-    "使用",
-    "运行",
-    "执行",
-    "创建",
-    "编写",
-    "设置",
-    "配置",
-    "编辑",
-    "修改",
-    "添加",
-    "指定",
-    "定义",
-    "需要",
-    "通过",
-];
-
-/// [`ACTION_WORDS`] as the analyzer reads them, computed once.
-fn action_terms() -> &'static HashSet<String> {
-    static TERMS: OnceLock<HashSet<String>> = OnceLock::new();
-    TERMS.get_or_init(|| {
-        let mut analyzer = cjk::text_analyzer();
-        ACTION_WORDS
-            .iter()
-            .flat_map(|word| cjk::analyze(&mut analyzer, word))
-            .collect()
-    })
 }
 
 /// Whether a question asks yes or no ("Does …?", "Is …?", "…吗？", "是否…").
@@ -620,113 +266,6 @@ pub fn check(sentence: &str, passages: &[&str]) -> Verdict {
         b_cited.cmp(&a_cited).then(b.1.total_cmp(&a.1))
     });
     Verdict::Supported(supporting.into_iter().map(|(n, _)| n).collect())
-}
-
-/// The sentence with its `[n]` markers removed.
-pub fn without_markers(sentence: &str) -> String {
-    let mut out = String::new();
-    let mut rest = sentence;
-    while let Some(open) = rest.find('[') {
-        out.push_str(&rest[..open]);
-        let after = &rest[open + 1..];
-        match after.find(']') {
-            Some(close) if after[..close].trim().parse::<usize>().is_ok() => {
-                rest = &after[close + 1..];
-            }
-            _ => {
-                out.push('[');
-                rest = after;
-            }
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
-/// The sentence citing exactly `numbers`, markers placed before its closing punctuation.
-pub fn with_markers(sentence: &str, numbers: &[usize]) -> String {
-    let body = without_markers(sentence);
-    let trimmed = body.trim_end();
-    let trailing = &body[trimmed.len()..];
-    let end = trimmed
-        .char_indices()
-        .rev()
-        .take_while(|(_, c)| ".!?。！？；;:：".contains(*c))
-        .last()
-        .map(|(i, _)| i)
-        .unwrap_or(trimmed.len());
-    let markers: String = numbers.iter().map(|n| format!("[{n}]")).collect();
-    let (text, punctuation) = trimmed.split_at(end);
-    format!("{} {markers}{punctuation}{trailing}", text.trim_end())
-}
-
-/// Splits streamed text into whole sentences: `push` returns those completed so far; a
-/// sentence ends at `. ! ?` before whitespace, at `。！？；` or at a line break, and keeps
-/// the `[n]` markers that follow its punctuation.
-#[derive(Debug, Default)]
-pub struct Sentences {
-    pending: String,
-}
-
-impl Sentences {
-    pub fn push(&mut self, text: &str) -> Vec<String> {
-        self.pending.push_str(text);
-        let mut done = Vec::new();
-        while let Some(end) = sentence_end(&self.pending) {
-            let rest = self.pending.split_off(end);
-            done.push(std::mem::replace(&mut self.pending, rest));
-        }
-        done
-    }
-
-    /// The text after the last whole sentence (a final sentence without punctuation, or a
-    /// sentence cut off).
-    pub fn rest(&mut self) -> String {
-        std::mem::take(&mut self.pending)
-    }
-}
-
-/// Byte offset just past the first complete sentence (with trailing markers and spaces),
-/// or `None` while it may still continue.
-fn sentence_end(text: &str) -> Option<usize> {
-    let chars: Vec<(usize, char)> = text.char_indices().collect();
-    for (k, &(at, c)) in chars.iter().enumerate() {
-        let closes = match c {
-            '。' | '！' | '？' | '；' | '\n' => true,
-            '.' | '!' | '?' => match chars.get(k + 1) {
-                Some((_, next)) => next.is_whitespace() || *next == '[',
-                None => false,
-            },
-            _ => false,
-        };
-        if !closes {
-            continue;
-        }
-        // Take the markers and spaces that follow; wait while they may be incomplete.
-        let mut end = at + c.len_utf8();
-        loop {
-            let rest = &text[end..];
-            let trimmed = rest.trim_start_matches([' ', '\t']);
-            if trimmed.is_empty() {
-                return None;
-            }
-            if let Some(after) = trimmed.strip_prefix('[') {
-                match after.find(']') {
-                    Some(close) if after[..close].trim().parse::<usize>().is_ok() => {
-                        end += rest.len() - trimmed.len() + 1 + close + 1;
-                        continue;
-                    }
-                    None if after.len() < 4 && after.chars().all(|c| c.is_ascii_digit()) => {
-                        return None
-                    }
-                    _ => {}
-                }
-            }
-            end += rest.len() - trimmed.len();
-            return Some(end);
-        }
-    }
-    None
 }
 
 /// How well a line answers a question: the share of the question's content terms the line
@@ -860,6 +399,34 @@ mod tests {
             "Disk on db-7.example.com is 95% full. What does the DB or MB have to do with it?"
         )
         .is_empty());
+        assert!(holds_what_is_named(
+            "Which port does sshd listen on by default?",
+            "By default sshd listens on port 22."
+        ));
+        assert!(!holds_what_is_named(
+            "sshd 默认监听哪个端口？",
+            "通过其默认设置，web 服务器监听端口 80。"
+        ));
+        assert!(!holds_what_is_named(
+            "Apache 上怎么启用 HTTP/2？",
+            "Apache 2 的默认配置启用基于名称的虚拟主机。"
+        ));
+        assert!(!holds_what_is_named(
+            "What is PostgreSQL's default lock_timeout?",
+            "innodb_lock_wait_timeout defaults to 50 seconds in MySQL."
+        ));
+        assert!(on_subject(
+            "In Falcot Corp's setup, how long are daily backups kept?",
+            "Daily backups are kept for 15 days."
+        ));
+        assert!(!on_subject(
+            "How do I make APT download through an HTTP proxy?",
+            "APT::Periodic::AutocleanInterval sets how often APT cleans its cache."
+        ));
+        assert!(!on_subject(
+            "Which /etc/fstab option delays a mount?",
+            "The noexec option forbids running programs from a mount."
+        ));
         assert!(holds_names(
             "Which Docker command shows disk use?",
             "Run `docker system df` to see what images take."
