@@ -93,12 +93,14 @@ pub fn holds_names(question: &str, text: &str) -> bool {
 
 /// Whether `text` holds everything the question names for itself: its names (see
 /// [`named_terms`]), its words that could name a tool (`sshd`, `copytruncate`: see
-/// [`words::name_candidates`]) and its exact terms (`HTTP/2`, a port, a path). A line
+/// [`words::name_candidates`]), its qualifiers (see [`QUALIFIERS`]) and its exact terms
+/// (`HTTP/2`, a port, a path). A line
 /// quoted as the answer must: "web servers listen on port 80" does not answer which port
 /// sshd listens on, however many of the question's other words it holds.
 pub fn holds_what_is_named(question: &str, text: &str) -> bool {
     let normalised = normalise(text);
     holds_names(question, text)
+        && holds_qualifiers(question, text)
         && words::name_candidates(question)
             .iter()
             .all(|word| normalised.contains(&word.to_ascii_lowercase()))
@@ -107,15 +109,55 @@ pub fn holds_what_is_named(question: &str, text: &str) -> bool {
             .all(|term| holds_exact(&normalised, term))
 }
 
+/// Words that make a question ask for one value among several: the default, the
+/// largest, the latest. A text that never says which (a passage on grace periods that
+/// does not say "default") does not answer "what is the default grace period".
+const QUALIFIERS: &[&str] = &[
+    "default", "maximum", "minimum", "latest", "newest", "oldest", "largest", "smallest",
+    "highest", "lowest", "longest", "shortest", "默认", "缺省", "最大", "最小", "最长", "最短",
+    "最多", "最少", "最新", "最早", "最高", "最低",
+];
+
+/// The qualifiers of [`QUALIFIERS`] a text says, English ones as words of it ("defaults"
+/// says "default"; "default-lease-time" does too).
+fn qualifiers(text: &str) -> Vec<&'static str> {
+    let lowered = text.to_lowercase();
+    let words: Vec<&str> = lowered
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .filter(|w| !w.is_empty())
+        .collect();
+    QUALIFIERS
+        .iter()
+        .copied()
+        .filter(|q| {
+            if q.is_ascii() {
+                words
+                    .iter()
+                    .any(|w| w.starts_with(q) && w.len() <= q.len() + 2)
+            } else {
+                lowered.contains(q)
+            }
+        })
+        .collect()
+}
+
+/// Whether `text` says every qualifier the question asks by (see [`QUALIFIERS`]).
+fn holds_qualifiers(question: &str, text: &str) -> bool {
+    let said = qualifiers(text);
+    qualifiers(question).iter().all(|q| said.contains(q))
+}
+
 /// Whether a passage is on the question's subject: it holds the question's technical
-/// names (see [`technical_names`]) and exact terms (`HTTP/2`, `/etc/fstab`, a port). A
-/// fact of the answer must rest on such a passage: a true sentence about APT's periodic
-/// settings does not answer how APT uses an HTTP proxy.
+/// names (see [`technical_names`]), its exact terms (`HTTP/2`, `/etc/fstab`, a port) and
+/// its qualifiers ("default", "最长": see [`QUALIFIERS`]). A fact of the answer must rest
+/// on such a passage: a true sentence about APT's periodic settings does not answer how
+/// APT uses an HTTP proxy.
 pub fn on_subject(question: &str, passage: &str) -> bool {
     let normalised = normalise(passage);
-    technical_names(question)
-        .iter()
-        .all(|name| normalised.contains(name.as_str()))
+    holds_qualifiers(question, passage)
+        && technical_names(question)
+            .iter()
+            .all(|name| normalised.contains(name.as_str()))
         && exact_terms(question)
             .iter()
             .all(|term| holds_exact(&normalised, term))
@@ -414,6 +456,22 @@ mod tests {
         assert!(!holds_what_is_named(
             "What is PostgreSQL's default lock_timeout?",
             "innodb_lock_wait_timeout defaults to 50 seconds in MySQL."
+        ));
+        assert!(!holds_what_is_named(
+            "What is the default grace period for soft quota limits?",
+            "With edquota -t you can define the grace period within which a soft limit may be exceeded."
+        ));
+        assert!(holds_what_is_named(
+            "After MySQL error 1205, what is rolled back by default?",
+            "After MySQL error 1205 only the statement is rolled back by default."
+        ));
+        assert!(!on_subject(
+            "磁盘配额软限制的默认宽限期是几天？",
+            "使用命令 edquota -t，可以设定超过软限制的宽限期时长。"
+        ));
+        assert!(on_subject(
+            "What lease time is used when default-lease-time is not set?",
+            "default-lease-time 600; max-lease-time 7200;"
         ));
         assert!(on_subject(
             "In Falcot Corp's setup, how long are daily backups kept?",
