@@ -99,14 +99,11 @@ pub fn holds_names(question: &str, text: &str) -> bool {
 /// sshd listens on, however many of the question's other words it holds.
 pub fn holds_what_is_named(question: &str, text: &str) -> bool {
     let normalised = normalise(text);
-    holds_names(question, text)
-        && holds_qualifiers(question, text)
+    on_subject(question, text)
+        && holds_names(question, text)
         && words::name_candidates(question)
             .iter()
             .all(|word| normalised.contains(&word.to_ascii_lowercase()))
-        && exact_terms(question)
-            .iter()
-            .all(|term| holds_exact(&normalised, term))
 }
 
 /// Words that make a question ask for one value among several: the default, the
