@@ -19,8 +19,6 @@ pub const EF_CONSTRUCTION: usize = 200;
 /// SciFact-sized 384-dimension vectors (TF-IDF random projections: 128 → 0.85, 256 → 0.96,
 /// 384 → 0.984, 512 → 0.994; random vectors 512 → 0.996), about 3 ms a search.
 pub const EF_SEARCH: usize = 512;
-/// Above this share of removed entries, [`VectorIndex::needs_compaction`] says so.
-pub const MAX_TOMBSTONE_SHARE: f64 = 0.2;
 /// The graph's maximum number of layers (hnsw_rs's own ceiling).
 const MAX_LAYERS: usize = 16;
 /// A graph search asking for more than this share of all entries is replaced by an exact
@@ -52,10 +50,8 @@ pub enum VectorError {
 }
 
 /// Chunk embeddings in an HNSW graph. Removing a chunk leaves a tombstone: the graph
-/// keeps the node (hnsw_rs cannot delete), searches skip it, and [`compact`] or a
-/// save/load cycle drops it.
-///
-/// [`compact`]: VectorIndex::compact
+/// keeps the node (hnsw_rs cannot delete), searches skip it, and a save/load cycle drops
+/// it; the library rebuilds the index from the catalogue when tombstones pile up.
 pub struct VectorIndex {
     dimensions: usize,
     graph: Hnsw<'static, f32, UnitCosineDistance>,
@@ -103,7 +99,7 @@ impl VectorIndex {
         Ok(())
     }
 
-    /// Removes chunk `id` (a tombstone until compaction); unknown ids are ignored.
+    /// Removes chunk `id` (a tombstone until the index is rebuilt); unknown ids are ignored.
     pub fn remove(&mut self, id: u64) {
         self.live_slots.remove(&id);
     }
@@ -158,29 +154,9 @@ impl VectorIndex {
         self.slot_ids.len() - self.live_slots.len()
     }
 
-    /// Whether tombstones exceed [`MAX_TOMBSTONE_SHARE`] of the graph.
-    pub fn needs_compaction(&self) -> bool {
-        self.tombstones() as f64 > MAX_TOMBSTONE_SHARE * self.slot_ids.len() as f64
-    }
-
     /// The length of the vectors this index holds.
     pub fn dimensions(&self) -> usize {
         self.dimensions
-    }
-
-    /// Rebuilds the graph from the live vectors, dropping every tombstone.
-    pub fn compact(&mut self) {
-        let (ids, vectors) = self.live_vectors();
-        let mut compacted = Self::with_capacity(self.dimensions, ids.len());
-        let items: Vec<(u64, &[f32])> = ids
-            .iter()
-            .copied()
-            .zip(vectors.chunks_exact(self.dimensions.max(1)))
-            .collect();
-        compacted
-            .insert_many(&items)
-            .expect("vectors from the index have its dimensions and are unit length");
-        *self = compacted;
     }
 
     fn with_capacity(dimensions: usize, capacity: usize) -> Self {
@@ -249,16 +225,6 @@ impl VectorIndex {
             }
         });
         top(hits, limit)
-    }
-
-    /// The live chunk ids in insertion order and their vectors, end to end.
-    fn live_vectors(&self) -> (Vec<u64>, Vec<f32>) {
-        let mut slots: Vec<(usize, Vec<f32>)> = Vec::with_capacity(self.len());
-        self.for_each_live_slot(|slot, vector| slots.push((slot, vector.to_vec())));
-        slots.sort_unstable_by_key(|&(slot, _)| slot);
-        let ids = slots.iter().map(|&(slot, _)| self.slot_ids[slot]).collect();
-        let vectors = slots.into_iter().flat_map(|(_, vector)| vector).collect();
-        (ids, vectors)
     }
 
     fn for_each_live(&self, mut visit: impl FnMut(u64, &[f32])) {
@@ -437,7 +403,7 @@ mod tests {
     }
 
     #[test]
-    fn removed_and_replaced_vectors_are_tombstones_until_compaction() {
+    fn removed_and_replaced_vectors_are_tombstones_that_searches_skip() {
         let vectors = random_vectors(500, 8, 4);
         let mut index = index_of(&vectors);
         index.remove(0);
@@ -457,10 +423,7 @@ mod tests {
         for id in 1..120u64 {
             index.remove(id * 10);
         }
-        assert!(index.needs_compaction());
-        index.compact();
-        assert_eq!((index.len(), index.tombstones()), (380, 0));
-        assert!(!index.needs_compaction());
+        assert_eq!((index.len(), index.tombstones()), (380, 121));
     }
 
     #[test]
