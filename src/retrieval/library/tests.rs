@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::sync::{read_listed, NotRead};
 use super::*;
 use crate::retrieval::safe_open::RootError;
 use crate::retrieval::source::SkipKind;
