@@ -12,7 +12,7 @@ mod sentences;
 mod terms;
 
 pub use sentences::{with_markers, without_markers, Sentences};
-use terms::{action_terms, holds_exact, is_cjk};
+use terms::{action_terms, asks_for_a_number, holds_a_number, holds_exact, is_cjk};
 pub use terms::{content_terms, exact_terms, normalise};
 
 use crate::retrieval::words;
@@ -161,7 +161,8 @@ pub fn on_subject(question: &str, passage: &str) -> bool {
 }
 
 /// Whether an answer sentence tells more than the question it answers: a term, a command,
-/// a number or a negation the question does not hold. A sentence that only restates the
+/// a number or a negation the question does not hold, and, for a question asking for a
+/// quantity, a number (see [`gives_what_is_asked`]). A sentence that only restates the
 /// question ("MySQL error 1205 rolls back by default") answers nothing — unless the
 /// question asks yes or no, where restating it is the answer "yes".
 pub fn adds_to(question: &str, sentence: &str) -> bool {
@@ -169,6 +170,9 @@ pub fn adds_to(question: &str, sentence: &str) -> bool {
         return true;
     }
     let body = without_markers(sentence);
+    if !gives_what_is_asked(question, &body) {
+        return false;
+    }
     let asked = content_terms(question);
     let asked_exact = normalise(question);
     let doing = action_terms();
@@ -179,6 +183,14 @@ pub fn adds_to(question: &str, sentence: &str) -> bool {
             .iter()
             .any(|term| !asked_exact.contains(term.as_str()))
         || negates(&body) && !negates(question)
+}
+
+/// Whether `text` can answer the kind of question asked: a question asking for a quantity
+/// ("how many days", "几天", "多久") is answered only by a text that states one; "after the
+/// grace period the soft limit becomes hard" tells more than "how many days is the default
+/// grace period?", but not what it asks.
+pub fn gives_what_is_asked(question: &str, text: &str) -> bool {
+    !asks_for_a_number(question) || holds_a_number(text)
 }
 
 /// Whether a question asks yes or no ("Does …?", "Is …?", "…吗？", "是否…").
@@ -364,6 +376,32 @@ mod tests {
             check("Set lock_timeout to 5 seconds [1].", &[timeouts]),
             Verdict::Supported(vec![1])
         );
+    }
+
+    #[test]
+    fn a_question_asking_for_a_quantity_is_answered_by_a_number() {
+        let question = "磁盘配额软限制的默认宽限期是几天？";
+        assert!(!adds_to(
+            question,
+            "宽限期之后，软限制将作为硬限制处理 [1]。"
+        ));
+        assert!(adds_to(question, "默认宽限期是七天 [1]。"));
+        assert!(adds_to(question, "默认宽限期是 7 天 [1]。"));
+        let question = "How many days is the default grace period?";
+        assert!(!adds_to(
+            question,
+            "After the grace period the soft limit becomes hard [1]."
+        ));
+        assert!(adds_to(question, "The grace period is seven days [1]."));
+        // Not a question of quantity: 几乎 is "almost".
+        assert!(gives_what_is_asked(
+            "为什么几乎所有请求都超时？",
+            "上游服务挂了"
+        ));
+        assert!(gives_what_is_asked(
+            "Which port does sshd use?",
+            "the one in sshd_config"
+        ));
     }
 
     #[test]

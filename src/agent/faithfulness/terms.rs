@@ -410,3 +410,55 @@ pub(super) fn action_terms() -> &'static HashSet<String> {
             .collect()
     })
 }
+
+/// Whether a question asks for a quantity: "how many", "how long", "几天", "多少", "多久".
+pub(super) fn asks_for_a_number(question: &str) -> bool {
+    const ENGLISH: &[&str] = &["how many", "how much", "how long", "how large", "how big"];
+    const CHINESE: &[&str] = &["多少", "多久", "多长", "多大"];
+    let lower = question.to_lowercase();
+    ENGLISH.iter().any(|phrase| lower.contains(phrase))
+        || CHINESE.iter().any(|phrase| question.contains(phrase))
+        // 几 asks "how many" (几天, 几个), except in 几乎 ("almost").
+        || question.replace("几乎", "").contains('几')
+}
+
+/// Whether a text states a quantity: a digit, an English number word, or a Chinese numeral.
+pub(super) fn holds_a_number(text: &str) -> bool {
+    const WORDS: &[&str] = &[
+        "zero",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "fifteen",
+        "twenty",
+        "thirty",
+        "forty",
+        "fifty",
+        "sixty",
+        "hundred",
+        "thousand",
+        "million",
+        "billion",
+        "dozen",
+        "half",
+        "once",
+        "twice",
+        "single",
+        "unlimited",
+    ];
+    const NUMERALS: &str = "零一二两三四五六七八九十百千万亿半";
+    text.chars()
+        .any(|c| c.is_ascii_digit() || NUMERALS.contains(c))
+        || text
+            .split(|c: char| !c.is_ascii_alphabetic())
+            .any(|word| WORDS.contains(&word.to_ascii_lowercase().as_str()))
+}

@@ -23,9 +23,9 @@ use crate::runs::{CitationPublic, OutcomeKind, RunEvent, TurnOutcome, TurnStop};
 mod passages;
 mod prompt;
 
-use passages::best_lines;
 pub(crate) use passages::citation;
 pub use passages::{answerable, is_relevant, passage_text, ANSWERABLE_COVERAGE, RELEVANT_COVERAGE};
+use passages::{answering_alone, best_lines};
 pub use prompt::{answer_messages, answer_schema, AnswerPrompt};
 
 /// What the model writes as its whole answer when the passages do not answer the question.
@@ -70,10 +70,12 @@ pub(crate) fn run(
         published_facts: 0,
         model_calls: 0,
         rewrites: 0,
+        wider: None,
     };
     let query: String = core.question.chars().take(300).collect();
     answer.retrieve(core, 0, &query)?;
     let mut step = 1;
+    let mut first_rejection: Option<String> = None;
     loop {
         if !answer.unmentioned.is_empty()
             || answer.passages.is_empty()
@@ -84,16 +86,35 @@ pub(crate) fn run(
         if answer.model_calls >= policy.max_model_calls
             || std::time::Instant::now() >= policy.deadline
         {
+            answer.widen();
             return answer.extractive(core, "the answer's model budget ran out");
         }
         match answer.answer_call(core, step)? {
             Choice::Answered => return answer.finish(core),
+            // The one passage asked of does not answer: the rejected answer's fallback stands.
+            Choice::NotFound if answer.wider.is_some() => {
+                answer.widen();
+                let reason = first_rejection.unwrap_or_default();
+                return answer.extractive(core, &reason);
+            }
             Choice::NotFound => return answer.abstain(core),
             Choice::Search(query) => {
                 answer.rewrites += 1;
                 answer.retrieve(core, step, &query)?;
             }
-            Choice::Rejected(reason) => return answer.extractive(core, &reason),
+            Choice::Rejected(reason) => {
+                if !answer.narrow(&core.question) {
+                    answer.widen();
+                    return answer.extractive(core, first_rejection.as_ref().unwrap_or(&reason));
+                }
+                // The rejected answer was never shown; the timeline still says why it failed.
+                core.sink.emit(RunEvent::AnswerUnsupported {
+                    reason: format!(
+                        "{reason}; asked again of the one passage that names the subject"
+                    ),
+                })?;
+                first_rejection = Some(reason);
+            }
         }
         step += 1;
     }
@@ -113,6 +134,9 @@ struct Grounded<'r, 'a> {
     published_facts: usize,
     model_calls: u32,
     rewrites: u32,
+    /// All relevant passages while the answer is asked again of the one that best holds
+    /// what the question names (see [`Grounded::narrow`]).
+    wider: Option<Vec<Passage>>,
 }
 
 impl Grounded<'_, '_> {
@@ -166,8 +190,40 @@ impl Grounded<'_, '_> {
         }
     }
 
+    /// After a rejected answer that showed nothing, asks again of the single passage that
+    /// holds what the question names and most of its terms: a small model given several
+    /// passages often answers from the wrong one, or loops, where given the right one alone
+    /// it quotes it. Only once, within the model budget, and only when it narrows anything
+    /// to a passage that could answer alone.
+    /// Returns whether the answer will be asked again.
+    fn narrow(&mut self, question: &str) -> bool {
+        if self.wider.is_some()
+            || self.passages.len() < 2
+            || !self.published.is_empty()
+            || self.published_facts > 0
+            || self.model_calls >= self.policy.max_model_calls
+            || std::time::Instant::now() >= self.policy.deadline
+        {
+            return false;
+        }
+        let Some(index) = answering_alone(question, &self.passages) else {
+            return false;
+        };
+        let chosen = self.passages[index].clone();
+        self.wider = Some(std::mem::replace(&mut self.passages, vec![chosen]));
+        true
+    }
+
+    /// Back to all relevant passages after a narrowed answer failed too.
+    fn widen(&mut self) {
+        if let Some(wider) = self.wider.take() {
+            self.passages = wider;
+        }
+    }
+
     fn can_search(&self) -> bool {
-        self.rewrites < self.policy.max_query_rewrites
+        self.wider.is_none()
+            && self.rewrites < self.policy.max_query_rewrites
             && self.runner.calls_left() > 0
             && self.model_calls + 1 < self.policy.max_model_calls
     }

@@ -50,6 +50,25 @@ pub fn answerable(question: &str, passages: &[Passage]) -> bool {
         && faithfulness::holds_names(question, &joined)
 }
 
+/// The passage that could answer the question alone and holds the most of its terms (the
+/// first of equals), if any: it names everything the question names and holds enough of it.
+pub(super) fn answering_alone(question: &str, passages: &[Passage]) -> Option<usize> {
+    let mut best: Option<(usize, f64)> = None;
+    for (index, passage) in passages.iter().enumerate() {
+        let text = passage_text(passage);
+        if !faithfulness::holds_what_is_named(question, &text)
+            || !answerable(question, std::slice::from_ref(passage))
+        {
+            continue;
+        }
+        let score = faithfulness::line_score(question, &text);
+        if best.map_or(true, |(_, top)| score > top) {
+            best = Some((index, score));
+        }
+    }
+    best.map(|(index, _)| index)
+}
+
 /// Whether a retrieved passage is relevant: the retriever found it close enough, and it
 /// holds enough of the question's terms.
 pub fn is_relevant(question: &str, passage: &Passage) -> bool {
@@ -112,6 +131,7 @@ pub(super) fn best_lines(question: &str, passages: &[Passage]) -> Vec<(usize, St
             if score >= EXTRACT_MIN_SCORE
                 && faithfulness::content_terms(&line).len() >= 2
                 && faithfulness::holds_what_is_named(question, &line)
+                && faithfulness::gives_what_is_asked(question, &line)
             {
                 // Earlier passages rank higher on a tie.
                 scored.push((score - i as f64 * 1e-3, i + 1, line));

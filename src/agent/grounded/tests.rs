@@ -154,3 +154,19 @@ fn the_schema_offers_a_search_only_while_one_is_left() {
         Some(1)
     );
 }
+
+#[test]
+fn an_answer_is_asked_again_of_the_passage_that_names_the_subject() {
+    let question = "How do I purge the MySQL binlog when it fills the disk?";
+    let passages = [
+        passage("MySQL lock waits show in SHOW PROCESSLIST; the disk is not involved."),
+        passage("When the MySQL binlog fills the disk, purge it with PURGE BINARY LOGS."),
+        passage("Nginx returns 502 when the upstream is down."),
+    ];
+    assert_eq!(answering_alone(question, &passages), Some(1));
+    // No passage names the binlog: nothing to narrow to.
+    assert_eq!(
+        answering_alone(question, &[passages[0].clone(), passages[2].clone()]),
+        None
+    );
+}
