@@ -393,7 +393,11 @@ mod tests {
             "After the grace period the soft limit becomes hard [1]."
         ));
         assert!(adds_to(question, "The grace period is seven days [1]."));
-        // Not a question of quantity: 几乎 is "almost".
+        // Not questions of quantity: 几乎 is "almost", 哪几 is "which".
+        assert!(gives_what_is_asked(
+            "Next-Key 锁由哪几部分组成？",
+            "记录锁和前面的间隙"
+        ));
         assert!(gives_what_is_asked(
             "为什么几乎所有请求都超时？",
             "上游服务挂了"
@@ -401,6 +405,19 @@ mod tests {
         assert!(gives_what_is_asked(
             "Which port does sshd use?",
             "the one in sshd_config"
+        ));
+        // A quantity inside a question asking for a way or a name.
+        assert!(gives_what_is_asked(
+            "How can I see how much disk the systemd journal is using?",
+            "Run journalctl --disk-usage"
+        ));
+        assert!(gives_what_is_asked(
+            "怎么查看 systemd 日志占用了多少磁盘？",
+            "用 journalctl --disk-usage 查看"
+        ));
+        assert!(!gives_what_is_asked(
+            "最老事务的持续时间超过多久应该告警？",
+            "应该告警"
         ));
     }
 

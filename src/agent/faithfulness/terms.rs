@@ -411,15 +411,21 @@ pub(super) fn action_terms() -> &'static HashSet<String> {
     })
 }
 
-/// Whether a question asks for a quantity: "how many", "how long", "几天", "多少", "多久".
+/// Whether a question asks for a quantity: it leads with "how many", "how long" …, or asks
+/// 几天, 多少, 多久 … with no other question word. "How can I see how much disk the journal
+/// uses?" and "怎么查看占用了多少磁盘？" ask for a way, not a number.
 pub(super) fn asks_for_a_number(question: &str) -> bool {
     const ENGLISH: &[&str] = &["how many", "how much", "how long", "how large", "how big"];
     const CHINESE: &[&str] = &["多少", "多久", "多长", "多大"];
-    let lower = question.to_lowercase();
-    ENGLISH.iter().any(|phrase| lower.contains(phrase))
-        || CHINESE.iter().any(|phrase| question.contains(phrase))
-        // 几 asks "how many" (几天, 几个), except in 几乎 ("almost").
-        || question.replace("几乎", "").contains('几')
+    const OTHER_CHINESE: &[&str] = &["怎么", "怎样", "如何", "哪", "什么", "为何"];
+    let lower = question.trim_start().to_lowercase();
+    if ENGLISH.iter().any(|phrase| lower.starts_with(phrase)) {
+        return true;
+    }
+    // 几 asks "how many" (几天, 几个), except in 几乎 ("almost").
+    let asks = CHINESE.iter().any(|phrase| question.contains(phrase))
+        || question.replace("几乎", "").contains('几');
+    asks && !OTHER_CHINESE.iter().any(|word| question.contains(word))
 }
 
 /// Whether a text states a quantity: a digit, an English number word, or a Chinese numeral.
