@@ -393,6 +393,10 @@ mod tests {
             "After the grace period the soft limit becomes hard [1]."
         ));
         assert!(adds_to(question, "The grace period is seven days [1]."));
+        assert!(gives_what_is_asked(
+            "How long may a transaction run before the alert fires?",
+            "Alert when the oldest transaction is older than a few minutes [1]."
+        ));
         // Not questions of quantity: 几乎 is "almost", 哪几 is "which".
         assert!(gives_what_is_asked(
             "Next-Key 锁由哪几部分组成？",

@@ -460,6 +460,10 @@ pub(super) fn holds_a_number(text: &str) -> bool {
         "twice",
         "single",
         "unlimited",
+        // A vague quantity is still one: "older than a few minutes".
+        "few",
+        "several",
+        "couple",
     ];
     const NUMERALS: &str = "零一二两三四五六七八九十百千万亿半";
     text.chars()
