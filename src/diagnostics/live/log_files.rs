@@ -4,6 +4,13 @@
 //! nginx's error log → `nginx_error`, JSON access lines → `nginx_access`, a change log →
 //! `changes`, PostgreSQL's jsonlog → `pg_log`. Lines that do not parse are skipped (a live
 //! log is not a test input); every string is masked.
+//!
+//! The file is reached the way knowledge-base folders are (`safe_open`): its allowed root
+//! is pinned by device and inode when the registry loads, and every read opens the file
+//! relative to that root, one component at a time, never following a symlink, and reads it
+//! only when the opened handle is a regular file. A FIFO, socket or device placed under the
+//! root is refused at once (it is opened non-blocking), and a file swapped for a symlink
+//! after the registry loaded is never followed out of the root.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -14,6 +21,7 @@ use serde_json::{json, Value};
 use super::{answer, pg_jsonlog, Connector, Health};
 use crate::diagnostics::nginx_error;
 use crate::diagnostics::source::{SourceKind, SourceRecord};
+use crate::retrieval::safe_open::{FileIdentity, RootDir};
 use crate::timefmt::{format_rfc3339, parse_rfc3339};
 
 /// How much of a file's end is read per request.
@@ -66,7 +74,13 @@ impl LogFormat {
 /// One log file.
 pub struct LogFileConnector {
     name: String,
+    /// The file's path as resolved when the registry loaded (for messages).
     path: PathBuf,
+    /// The allowed root the file lies under, and its identity when the registry loaded.
+    root: PathBuf,
+    root_identity: FileIdentity,
+    /// The file's path below `root`, names separated by `/`.
+    relative: String,
     format: LogFormat,
     service: Option<String>,
     kinds: [SourceKind; 1],
@@ -90,24 +104,49 @@ impl LogFileConnector {
             Ok(real) => real,
             Err(_) => parent.join(file_name),
         };
-        if !roots.iter().any(|root| resolved.starts_with(root)) {
-            return Err(format!(
+        let outside = || {
+            format!(
                 "{} is outside the allowed roots (`allowed_roots`)",
                 path.display()
-            ));
-        }
+            )
+        };
+        let root = roots
+            .iter()
+            .filter(|root| resolved.starts_with(root))
+            .max_by_key(|root| root.components().count())
+            .ok_or_else(outside)?;
+        let relative = resolved
+            .strip_prefix(root)
+            .ok()
+            .and_then(Path::to_str)
+            .filter(|relative| !relative.is_empty())
+            .ok_or_else(outside)?
+            .to_owned();
+        let root_identity = RootDir::open(root)
+            .map_err(|err| format!("allowed root: {err}"))?
+            .identity();
         Ok(LogFileConnector {
             name: name.to_owned(),
-            path: resolved,
+            path: resolved.clone(),
+            root: root.clone(),
+            root_identity,
+            relative,
             format,
             service,
             kinds: [format.kind()],
         })
     }
 
+    /// Opens the file through its pinned root; refuses anything but a regular file.
+    fn open_file(&self) -> Result<File, String> {
+        RootDir::open_pinned(&self.root, self.root_identity)
+            .map_err(|err| err.to_string())?
+            .open_file(&self.relative)
+            .map_err(|refusal| format!("{}: {refusal}", self.path.display()))
+    }
+
     fn tail(&self) -> Result<String, String> {
-        let mut file =
-            File::open(&self.path).map_err(|err| format!("{}: {err}", self.path.display()))?;
+        let mut file = self.open_file()?;
         let size = file
             .metadata()
             .map_err(|err| format!("{}: {err}", self.path.display()))?
@@ -224,9 +263,12 @@ impl Connector for LogFileConnector {
     }
 
     fn health(&self) -> Health {
-        let (ok, detail) = match std::fs::metadata(&self.path) {
+        let (ok, detail) = match self.open_file().and_then(|file| {
+            file.metadata()
+                .map_err(|err| format!("{}: {err}", self.path.display()))
+        }) {
             Ok(meta) => (true, format!("{} bytes", meta.len())),
-            Err(err) => (false, err.to_string()),
+            Err(err) => (false, err),
         };
         Health {
             name: self.name.clone(),
@@ -301,5 +343,52 @@ mod tests {
         assert!(records[0].fields["message"]
             .as_str()
             .is_some_and(|m| m.contains("Connection refused")));
+    }
+
+    #[test]
+    fn a_fifo_under_the_root_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("app.log");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &path,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
+            0,
+        )
+        .expect("mkfifo");
+        let root = std::fs::canonicalize(dir.path()).expect("root");
+        let logs = LogFileConnector::open("logs", &path, LogFormat::AppJsonl, None, &[root])
+            .expect("opens");
+        // With no writer, a blocking open of the FIFO would never return.
+        let error = logs
+            .records(SourceKind::AppLog, None, None)
+            .expect_err("a FIFO is not read");
+        assert!(error.contains("named pipe (FIFO): not read"), "{error}");
+        assert!(!logs.health().ok);
+    }
+
+    #[test]
+    fn a_log_swapped_for_a_symlink_out_of_the_root_is_not_followed() {
+        let outside = tempfile::tempdir().expect("tempdir");
+        let secret = outside.path().join("secret.log");
+        std::fs::write(
+            &secret,
+            "{\"ts\":\"2026-12-06T10:05:00Z\",\"message\":\"outside\"}\n",
+        )
+        .expect("write");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let logs = connector(
+            dir.path(),
+            LogFormat::AppJsonl,
+            "{\"ts\":\"2026-12-06T10:05:00Z\",\"message\":\"inside\"}\n",
+        );
+        assert_eq!(logs.records(SourceKind::AppLog, None, None).expect("read").len(), 1);
+        std::fs::remove_file(dir.path().join("log")).expect("remove");
+        std::os::unix::fs::symlink(&secret, dir.path().join("log")).expect("symlink");
+        let error = logs
+            .records(SourceKind::AppLog, None, None)
+            .expect_err("the symlink is not followed");
+        assert!(error.contains("symlink: not read"), "{error}");
     }
 }
