@@ -215,7 +215,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         metrics,
         metrics_token,
         refusals: Arc::default(),
-        anonymous_bodies: Arc::new(tokio::sync::Semaphore::new(
+        anonymous_bodies: Arc::new(crate::http::AnonymousBodies::new(
             connections.max_anonymous_bodies,
         )),
         shutdown: stop_receiver,

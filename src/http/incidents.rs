@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::header::{AUTHORIZATION, CONTENT_LENGTH};
+use axum::http::header::AUTHORIZATION;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -149,7 +149,8 @@ async fn receive_alerts(
         .await;
         return Err(ApiError::BadWebhookToken);
     }
-    let received = record_alerts(&state, &headers, body).await;
+    let address = state.network.client_address(&parts.extensions, &headers);
+    let received = record_alerts(&state, &headers, address, body).await;
     let (outcome, detail) = match &received {
         Ok((receiver, incidents)) => (
             AuditOutcome::Success,
@@ -174,17 +175,14 @@ async fn receive_alerts(
 async fn record_alerts(
     state: &AppState,
     headers: &HeaderMap,
+    address: Option<std::net::IpAddr>,
     body: Body,
 ) -> Result<(String, Vec<Value>), ApiError> {
-    let announced = headers
-        .get(CONTENT_LENGTH)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.parse::<u64>().ok());
-    if announced.is_some_and(|length| length > MAX_ALERT_BODY_BYTES as u64) {
-        return Err(ApiError::PayloadTooLarge);
-    }
+    super::anonymous_bodies::refuse_announced_oversize(headers, MAX_ALERT_BODY_BYTES)?;
     let body = {
-        let _slot = super::anonymous_bodies::slot(state)?;
+        let _slot = state
+            .anonymous_bodies
+            .slot(super::anonymous_bodies::Lane::Webhook, address)?;
         super::anonymous_bodies::read(body, MAX_ALERT_BODY_BYTES).await?
     };
 

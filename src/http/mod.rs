@@ -10,7 +10,7 @@ mod actions;
 mod actions_tests;
 #[cfg(test)]
 mod admin_tests;
-mod anonymous_bodies;
+pub(crate) mod anonymous_bodies;
 mod approvals;
 mod assets;
 mod audit;
@@ -63,6 +63,7 @@ use crate::runs::RunService;
 use crate::store::Store;
 
 pub use assets::CONTENT_SECURITY_POLICY;
+pub use anonymous_bodies::AnonymousBodies;
 pub use connections::ConnectionLimits;
 pub use error::ApiError;
 pub use host_check::AllowedHosts;
@@ -95,7 +96,7 @@ pub struct AppState {
     pub metrics_token: Option<Arc<str>>,
     /// Slots for reading bodies from callers not yet known
     /// (`limits.connections.max_anonymous_bodies`).
-    pub anonymous_bodies: Arc<tokio::sync::Semaphore>,
+    pub anonymous_bodies: Arc<anonymous_bodies::AnonymousBodies>,
     /// Aggregates the audit rows of refusals anyone can cause (wrong webhook token, failed
     /// sign-in).
     pub refusals: Arc<refusal_audit::RefusalAudit>,
@@ -174,6 +175,10 @@ pub fn router(state: AppState) -> Router {
         // Must come after every route: it applies to the routes that exist when it is called.
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(body_limit)
+        .layer(middleware::from_fn_with_state(
+            state.limits.max_body_bytes,
+            anonymous_bodies::refuse_oversize_bodies,
+        ))
         .layer(middleware::from_fn_with_state(
             state.limits.connections.body_timeout,
             body_deadline::limit_body_time,

@@ -201,3 +201,120 @@ fn the_real_user_signs_in_during_a_many_address_guessing_flood() {
         "the flood did not run"
     );
 }
+
+/// Half-sent sign-in bodies: the attack's sockets, and what each one announces and sends.
+const HALF_SENT: usize = 32;
+const ANNOUNCED_BYTES: usize = 8_000;
+const SENT_BYTES: usize = 100;
+const WEBHOOK_TOKEN: &str = "abuse-test-webhook-token";
+
+/// A connection from `source` (any 127.x.y.z reaches the loopback server) that sends a
+/// sign-in announcing `ANNOUNCED_BYTES` and then only the first `SENT_BYTES`.
+fn half_sent_sign_in(runtime: &tokio::runtime::Runtime, source: &str, address: &str) -> TcpStream {
+    let source: std::net::SocketAddr = format!("{source}:0").parse().expect("source address");
+    let target: std::net::SocketAddr = address.parse().expect("server address");
+    let stream = runtime.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket.bind(source).expect("bind the source address");
+        socket.connect(target).await.expect("connect")
+    });
+    let mut stream = stream.into_std().expect("std stream");
+    stream.set_nonblocking(false).expect("blocking");
+    let head = format!(
+        "POST /api/login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Content-Length: {ANNOUNCED_BYTES}\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).expect("headers");
+    stream
+        .write_all(&[b' '; SENT_BYTES])
+        .expect("the first bytes of the body");
+    stream
+}
+
+#[test]
+fn half_sent_sign_in_bodies_from_one_client_lock_nobody_out() {
+    let server = Server::start(&["--alert-token", WEBHOOK_TOKEN]);
+    let address = address(&server);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let attack: Vec<TcpStream> = (0..HALF_SENT)
+        .map(|_| half_sent_sign_in(&runtime, "127.0.0.2", &address))
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+
+    // The real user, from an address of their own, and Alertmanager sign in and post while
+    // the attack's sockets are open.
+    let mut signed_in = 0;
+    let mut alerts_taken = 0;
+    for _ in 0..20 {
+        let login = ureq::post(&server.url("/api/login"))
+            .timeout(Duration::from_secs(10))
+            .send_json(json!({"name": ADMIN, "password": ADMIN_PASSWORD}));
+        if into_status_and_json(login).0 == 200 {
+            signed_in += 1;
+        }
+        let alert = ureq::post(&server.url("/api/alerts"))
+            .timeout(Duration::from_secs(10))
+            .set("Authorization", &format!("Bearer {WEBHOOK_TOKEN}"))
+            .send_json(json!({
+                "version": "4", "groupKey": "g", "status": "firing", "receiver": "warden",
+                "groupLabels": {}, "commonLabels": {}, "commonAnnotations": {},
+                "externalURL": "http://alertmanager.local", "truncatedAlerts": 0,
+                "alerts": [{"status": "firing",
+                            "labels": {"alertname": "DiskFull", "service": "db"},
+                            "annotations": {}, "startsAt": "2026-12-07T10:00:00Z",
+                            "endsAt": "0001-01-01T00:00:00Z", "fingerprint": "0123456789abcdef"}],
+            }));
+        let (status, body) = into_status_and_json(alert);
+        if status == 200 {
+            alerts_taken += 1;
+        } else {
+            println!("alert post: {status} {body}");
+        }
+    }
+    println!(
+        "{}",
+        json!({"half_sent": attack.len(), "user_sign_ins": 20, "succeeded": signed_in,
+               "alerts": 20, "alerts_taken": alerts_taken})
+    );
+    assert_eq!(signed_in, 20, "the real user was locked out by half-sent bodies");
+    assert_eq!(alerts_taken, 20, "Alertmanager was locked out by half-sent bodies");
+
+    // The attack's sockets are answered 408 by the short sign-in deadline or 503 when over
+    // the per-address cap, never left holding a slot.
+    let mut answered = 0;
+    for mut stream in attack {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(15)))
+            .expect("read timeout");
+        let mut response = [0_u8; 12];
+        if stream.read_exact(&mut response).is_ok() {
+            let line = String::from_utf8_lossy(&response);
+            assert!(
+                line.starts_with("HTTP/1.1 408") || line.starts_with("HTTP/1.1 503"),
+                "{line}"
+            );
+            answered += 1;
+        }
+    }
+    assert_eq!(answered, HALF_SENT);
+
+    // A sign-in announcing more than a sign-in can hold is refused before its body.
+    let mut stream = TcpStream::connect(&address).expect("connect");
+    stream
+        .write_all(
+            b"POST /api/login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+              Content-Length: 4194304\r\n\r\n{",
+        )
+        .expect("send the head");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .expect("read timeout");
+    let mut response = [0_u8; 12];
+    stream
+        .read_exact(&mut response)
+        .expect("an answer without the body");
+    assert_eq!(&response, b"HTTP/1.1 413");
+}
