@@ -10,6 +10,7 @@ use crate::engine::{EmbedPrecision, EngineConfig, ModelKind, ModelSpec, OutputLi
 use crate::http::{AlertWebhook, ConnectionLimits, HttpLimits};
 use crate::model_files::{resolve, Manifest, ModelFileError};
 use crate::retrieval::{RetrievalConfig, RootPolicy};
+use crate::upstream::{ApiKey, UpstreamConfig, UpstreamFlags};
 
 /// Largest request body the HTTP server accepts.
 const MAX_BODY_BYTES: usize = 4 << 20;
@@ -50,6 +51,50 @@ pub struct ModelFlags {
     /// Longest string constrained JSON output may hold where its schema sets no maxLength.
     #[arg(long, env = "WARDEN_MAX_OUTPUT_STRING", default_value_t = 512)]
     pub max_output_string: usize,
+    /// An OpenAI-compatible server's base URL ending in /v1 (vLLM, TGI, llama.cpp's server,
+    /// Ollama, another Warden): its model becomes the default chat model, and the local
+    /// chat model is loaded only if --chat-model names one.
+    #[arg(long, env = "WARDEN_CHAT_UPSTREAM")]
+    pub chat_upstream: Option<String>,
+    /// The model's name on --chat-upstream (and the name Warden serves it under).
+    #[arg(long, env = "WARDEN_CHAT_UPSTREAM_MODEL")]
+    pub chat_upstream_model: Option<String>,
+    /// File holding the upstream API key (else WARDEN_UPSTREAM_API_KEY); never on the
+    /// command line.
+    #[arg(long, env = "WARDEN_UPSTREAM_API_KEY_FILE")]
+    pub upstream_api_key_file: Option<PathBuf>,
+    /// Upstream models file (TOML): several endpoints per model, timeouts, concurrency,
+    /// context length, tokenizer, private CA, client certificate (README: "Using your GPU
+    /// servers").
+    #[arg(long, env = "WARDEN_MODELS_CONFIG")]
+    pub models_config: Option<PathBuf>,
+}
+
+/// The environment variable holding the upstream API key.
+pub const UPSTREAM_API_KEY_ENV: &str = "WARDEN_UPSTREAM_API_KEY";
+
+impl ModelFlags {
+    /// The upstream engines the flags, the models file and the key name.
+    pub fn upstream(&self) -> Result<UpstreamConfig, ConfigError> {
+        let key_text = match &self.upstream_api_key_file {
+            Some(path) => Some(std::fs::read_to_string(path).map_err(|err| {
+                ConfigError::Invalid(format!(
+                    "cannot read the upstream API key file {}: {err}",
+                    path.display()
+                ))
+            })?),
+            None => std::env::var(UPSTREAM_API_KEY_ENV).ok(),
+        };
+        let flags = UpstreamFlags {
+            chat_upstream: self.chat_upstream.clone(),
+            chat_upstream_model: self.chat_upstream_model.clone(),
+            embed_upstream: None,
+            embed_upstream_model: None,
+            api_key: key_text.as_deref().and_then(ApiKey::new),
+            models_config: self.models_config.clone(),
+        };
+        UpstreamConfig::from_flags(&flags).map_err(|err| ConfigError::Invalid(err.to_string()))
+    }
 }
 
 /// Flags that tune hybrid retrieval, shared by the server and the `kb`/`eval` commands.
@@ -293,8 +338,11 @@ pub fn engine_config(flags: &ModelFlags, needs: Needs) -> Result<EngineConfig, C
             .map(|n| n.get())
             .unwrap_or(1),
     };
+    let upstream = flags.upstream()?;
     let mut models = Vec::new();
-    if matches!(needs, Needs::Chat | Needs::Both) {
+    // With an upstream chat model, a local one is loaded only when named.
+    let local_chat = upstream.chat.is_empty() || flags.chat_model.is_some();
+    if matches!(needs, Needs::Chat | Needs::Both) && local_chat {
         models.push(model_spec(
             flags,
             ModelKind::Chat,
@@ -310,6 +358,10 @@ pub fn engine_config(flags: &ModelFlags, needs: Needs) -> Result<EngineConfig, C
     }
     Ok(EngineConfig {
         models,
+        upstream: match needs {
+            Needs::Embedding => UpstreamConfig::default(),
+            Needs::Chat | Needs::Both => upstream,
+        },
         threads,
         queue_depth: flags.queue_depth,
         max_context: flags.max_context,

@@ -5,6 +5,10 @@
 //! - `engine`: models (Warden's CPU decoder on its own quantized kernels in `engine::quant`,
 //!   candle elsewhere), tokenizers, chat templates, sampling, constrained decoding,
 //!   inference worker threads. Never touches axum or SQLite.
+//! - `upstream`: chat models served by OpenAI-compatible engines the admin configured
+//!   (vLLM, TGI, llama.cpp's server, Ollama, another Warden), as ordinary chat-model
+//!   handles: streaming, timeouts, bounded concurrency, failover, circuit breakers, schema
+//!   checks with one repair. Never touches axum or SQL.
 //! - `model_files`: the model manifest, model references (paths, `hf://`), sha256 checks.
 //! - `http`: axum router, auth (sessions, tokens, CSRF, roles), OpenAI-compatible wire
 //!   types, conversations/runs/audit routes, SSE framing, the embedded UI, error → status
@@ -58,3 +62,4 @@ pub mod runs;
 pub mod store;
 pub mod timefmt;
 pub mod trace;
+pub mod upstream;

@@ -78,6 +78,10 @@ pub struct Metrics {
     prompt_tokens: Family<Labels, Counter>,
     generated_tokens: Family<Labels, Counter>,
     time_to_first_token: Histograms,
+    upstream_requests: Family<Labels, Counter>,
+    upstream_errors: Family<Labels, Counter>,
+    upstream_duration: Histograms,
+    upstream_first_token: Histograms,
     decode_rate: Histograms,
     runs: Family<Labels, Gauge>,
     run_duration: Histograms,
@@ -129,6 +133,10 @@ impl Metrics {
             prompt_tokens: Family::default(),
             generated_tokens: Family::default(),
             time_to_first_token: Family::new_with_constructor(seconds_buckets),
+            upstream_requests: Family::default(),
+            upstream_errors: Family::default(),
+            upstream_duration: Family::new_with_constructor(seconds_buckets),
+            upstream_first_token: Family::new_with_constructor(seconds_buckets),
             decode_rate: Family::new_with_constructor(rate_buckets),
             runs: Family::default(),
             run_duration: Family::new_with_constructor(long_seconds_buckets),
@@ -187,6 +195,26 @@ impl Metrics {
             "model_decode_tokens_per_second",
             "Decode rate of one generation",
             metrics.decode_rate.clone(),
+        );
+        r.register(
+            "upstream_requests",
+            "Requests upstream engines answered, by model, endpoint and outcome",
+            metrics.upstream_requests.clone(),
+        );
+        r.register(
+            "upstream_errors",
+            "Failed upstream attempts, by model, endpoint and kind (connect, timeouts, status, bad_response, stream_cut)",
+            metrics.upstream_errors.clone(),
+        );
+        r.register(
+            "upstream_request_duration_seconds",
+            "Whole upstream requests that answered, by model and endpoint",
+            metrics.upstream_duration.clone(),
+        );
+        r.register(
+            "upstream_time_to_first_token_seconds",
+            "From sending an upstream request to its first token, by model and endpoint",
+            metrics.upstream_first_token.clone(),
         );
         r.register(
             "runs",
@@ -291,6 +319,35 @@ impl Metrics {
         self.model_in_flight
             .get_or_create(&model_labels(model))
             .inc_by(change);
+    }
+
+    /// One upstream request that answered.
+    pub fn upstream_request(&self, model: &str, endpoint: &str, outcome: &str, elapsed: Duration) {
+        let labels = vec![("model", model.to_owned()), ("endpoint", endpoint.to_owned())];
+        let mut counted = labels.clone();
+        counted.push(("outcome", outcome.to_owned()));
+        self.upstream_requests.get_or_create(&counted).inc();
+        self.upstream_duration
+            .get_or_create(&labels)
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// One failed upstream attempt.
+    pub fn upstream_error(&self, model: &str, endpoint: &str, kind: &str) {
+        let labels = vec![
+            ("model", model.to_owned()),
+            ("endpoint", endpoint.to_owned()),
+            ("kind", kind.to_owned()),
+        ];
+        self.upstream_errors.get_or_create(&labels).inc();
+    }
+
+    /// An upstream request's time to its first token.
+    pub fn upstream_time_to_first_token(&self, model: &str, endpoint: &str, elapsed: Duration) {
+        let labels = vec![("model", model.to_owned()), ("endpoint", endpoint.to_owned())];
+        self.upstream_first_token
+            .get_or_create(&labels)
+            .observe(elapsed.as_secs_f64());
     }
 
     /// One finished generation of a chat model.

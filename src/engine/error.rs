@@ -23,6 +23,13 @@ pub enum EngineError {
     WorkerGone(String),
     #[error("inference failed: {0}")]
     Inference(String),
+    /// The upstream engine serving the model failed (the message names the kind, never
+    /// the endpoint's address).
+    #[error("the upstream engine of model `{model}` failed: {message}")]
+    Upstream { model: String, message: String },
+    /// Every endpoint of an upstream model is failing (circuits open); retry later.
+    #[error("every upstream endpoint of model `{0}` is failing; retry later")]
+    UpstreamUnavailable(String),
 }
 
 impl From<candle_core::Error> for EngineError {

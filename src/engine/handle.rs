@@ -9,7 +9,7 @@ use super::tokenizer::TextTokenizer;
 use super::types::{ChatRequest, Embeddings, GenerationEvent, ModelInfo};
 
 /// A queued chat job: the request, where to send its events, and its cancel flag.
-pub(crate) struct ChatJob {
+pub struct ChatJob {
     pub request: ChatRequest,
     /// When the job entered the queue (time to first token counts from here).
     pub submitted: std::time::Instant,
@@ -24,13 +24,35 @@ pub(crate) struct EmbedJob {
     pub cancel: Arc<AtomicBool>,
 }
 
-/// Handle to a chat model's worker thread.
+/// A chat model served elsewhere (an upstream engine): it takes jobs exactly as a local
+/// worker does and answers through the job's event channel.
+pub trait RemoteChat: Send + Sync {
+    /// Queues `job`; `QueueFull` when the model's queue is full.
+    fn submit(&self, job: ChatJob) -> Result<()>;
+    fn queued(&self) -> u64;
+    fn count_tokens(&self, text: &str) -> usize;
+    fn context_length(&self) -> usize;
+    /// Each endpoint's health, for the admin view of `/healthz`.
+    fn endpoint_health(&self) -> Vec<crate::upstream::EndpointHealth>;
+}
+
+/// Where a chat model runs.
+#[derive(Clone)]
+enum Backend {
+    /// A worker thread of this process, with the model's own tokenizer (shared, read-only)
+    /// to count tokens without the thread.
+    Local {
+        queue: flume::Sender<ChatJob>,
+        tokenizer: Arc<TextTokenizer>,
+    },
+    Remote(Arc<dyn RemoteChat>),
+}
+
+/// Handle to a chat model: a local worker thread or an upstream engine.
 #[derive(Clone)]
 pub struct ChatModelHandle {
     info: Arc<ModelInfo>,
-    queue: flume::Sender<ChatJob>,
-    /// The model's own tokenizer (shared, read-only), to count tokens without the thread.
-    tokenizer: Arc<TextTokenizer>,
+    backend: Backend,
 }
 
 impl ChatModelHandle {
@@ -41,18 +63,28 @@ impl ChatModelHandle {
     ) -> Self {
         Self {
             info: Arc::new(info),
-            queue,
-            tokenizer,
+            backend: Backend::Local { queue, tokenizer },
+        }
+    }
+
+    /// A model served by an upstream engine.
+    pub fn remote(info: ModelInfo, remote: Arc<dyn RemoteChat>) -> Self {
+        Self {
+            info: Arc::new(info),
+            backend: Backend::Remote(remote),
         }
     }
 
     /// How many of the model's tokens `text` is (as message content: special-token text
     /// is counted as the plain text it is).
     pub fn count_tokens(&self, text: &str) -> usize {
-        match self.tokenizer.encode(text, false) {
-            Ok(ids) => ids.len(),
-            // Never undercount: a byte is at most one token.
-            Err(_) => text.len(),
+        match &self.backend {
+            Backend::Local { tokenizer, .. } => match tokenizer.encode(text, false) {
+                Ok(ids) => ids.len(),
+                // Never undercount: a byte is at most one token.
+                Err(_) => text.len(),
+            },
+            Backend::Remote(remote) => remote.count_tokens(text),
         }
     }
 
@@ -62,7 +94,23 @@ impl ChatModelHandle {
 
     /// Requests waiting in the queue.
     pub fn queued(&self) -> u64 {
-        self.queue.len() as u64
+        match &self.backend {
+            Backend::Local { queue, .. } => queue.len() as u64,
+            Backend::Remote(remote) => remote.queued(),
+        }
+    }
+
+    /// Whether the model is served by an upstream engine.
+    pub fn is_remote(&self) -> bool {
+        matches!(self.backend, Backend::Remote(_))
+    }
+
+    /// The upstream endpoints' health (empty for a local model).
+    pub fn endpoint_health(&self) -> Vec<crate::upstream::EndpointHealth> {
+        match &self.backend {
+            Backend::Local { .. } => Vec::new(),
+            Backend::Remote(remote) => remote.endpoint_health(),
+        }
     }
 
     /// Queues a generation. Returns at once: `QueueFull` when the queue is full.
@@ -78,10 +126,15 @@ impl ChatModelHandle {
             events,
             cancel: cancel.clone(),
         };
-        self.queue.try_send(job).map_err(|err| match err {
-            flume::TrySendError::Full(_) => EngineError::QueueFull(self.info.id.clone()),
-            flume::TrySendError::Disconnected(_) => EngineError::WorkerGone(self.info.id.clone()),
-        })?;
+        match &self.backend {
+            Backend::Local { queue, .. } => queue.try_send(job).map_err(|err| match err {
+                flume::TrySendError::Full(_) => EngineError::QueueFull(self.info.id.clone()),
+                flume::TrySendError::Disconnected(_) => {
+                    EngineError::WorkerGone(self.info.id.clone())
+                }
+            })?,
+            Backend::Remote(remote) => remote.submit(job)?,
+        }
         Ok(GenerationStream {
             receiver,
             cancel: CancelOnDrop(cancel),

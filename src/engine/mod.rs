@@ -31,7 +31,9 @@ pub use constrained::{bounded_schema, OutputLimits, MAX_FRACTION_DIGITS, MAX_TOO
 pub use embed::{EmbedPrecision, BATCH_SIZE as EMBED_BATCH_SIZE};
 pub use embed_tokens::EmbeddingTokenizer;
 pub use error::{EngineError, Result};
-pub use handle::{ChatModelHandle, EmbedModelHandle, GenerationStream};
+pub use handle::{
+    ChatJob as RemoteJob, ChatModelHandle, EmbedModelHandle, GenerationStream, RemoteChat,
+};
 pub use types::*;
 
 /// CPU threads inference uses.
@@ -52,6 +54,8 @@ pub struct ModelSpec {
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
     pub models: Vec<ModelSpec>,
+    /// Chat models served by upstream engines; the first is the default chat model.
+    pub upstream: crate::upstream::UpstreamConfig,
     /// CPU threads for inference (candle's thread pool).
     pub threads: usize,
     /// Requests that may wait per model before new ones get `QueueFull`.
@@ -166,6 +170,25 @@ impl Engine {
                 });
             }
         }
+        for (model, url) in config.upstream.endpoints() {
+            tracing::info!(model = %model, endpoint = %url, "upstream endpoint configured");
+        }
+        match crate::upstream::start_chat_models(&config.upstream, &metrics) {
+            // Upstream models come first: the first is the default chat model.
+            Ok(models) => {
+                for (n, model) in models.into_iter().enumerate() {
+                    engine.chat.insert(n, model);
+                }
+            }
+            Err(err) => {
+                tracing::error!("upstream chat models unavailable: {err}");
+                engine.failures.push(LoadFailure {
+                    id: "upstream".to_owned(),
+                    path: String::new(),
+                    error: err,
+                });
+            }
+        }
         engine
     }
 
@@ -175,6 +198,11 @@ impl Engine {
             None => self.chat.first(),
             Some(id) => self.chat.iter().find(|m| m.info().id == id),
         }
+    }
+
+    /// The chat models served by upstream engines.
+    pub fn remote_chat_models(&self) -> impl Iterator<Item = &ChatModelHandle> {
+        self.chat.iter().filter(|m| m.is_remote())
     }
 
     /// The embedding model named `id`, or the first one when `id` is `None`.
@@ -201,5 +229,26 @@ impl Engine {
 
     pub fn failures(&self) -> &[LoadFailure] {
         &self.failures
+    }
+}
+
+/// A chat model's tokenizer read from its GGUF without its weights: counts tokens for an
+/// upstream engine serving that model.
+pub struct GgufTokenCounter(Arc<tokenizer::TextTokenizer>);
+
+impl GgufTokenCounter {
+    pub fn load(path: &std::path::Path) -> Result<GgufTokenCounter> {
+        let gguf = gguf::GgufFile::open(path)?;
+        Ok(GgufTokenCounter(Arc::new(tokenizer::TextTokenizer::load(
+            &gguf,
+        )?)))
+    }
+
+    /// Tokens of `text` as message content; never fewer than the text has bytes / 4.
+    pub fn count(&self, text: &str) -> usize {
+        match self.0.encode(text, false) {
+            Ok(ids) => ids.len(),
+            Err(_) => text.len(),
+        }
     }
 }

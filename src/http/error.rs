@@ -374,6 +374,22 @@ fn engine_error_parts(err: &EngineError) -> ErrorParts {
             param: None,
             retry_after: Some(BUSY_RETRY_AFTER_SECONDS),
         },
+        EngineError::Upstream { .. } => ErrorParts {
+            status: StatusCode::BAD_GATEWAY,
+            kind: "server_error",
+            code: "upstream_error",
+            message: err.to_string(),
+            param: None,
+            retry_after: None,
+        },
+        EngineError::UpstreamUnavailable(_) => ErrorParts {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            kind: "server_error",
+            code: "upstream_unavailable",
+            message: err.to_string(),
+            param: None,
+            retry_after: Some(BUSY_RETRY_AFTER_SECONDS),
+        },
         EngineError::WorkerGone(_)
         | EngineError::Inference(_)
         | EngineError::BadModelFile { .. }

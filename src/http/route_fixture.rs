@@ -31,6 +31,7 @@ fn engine() -> Arc<Engine> {
     ENGINE
         .get_or_init(|| {
             let config = EngineConfig {
+                upstream: Default::default(),
                 models: Vec::new(),
                 threads: 1,
                 queue_depth: 1,

@@ -33,6 +33,7 @@ fn engine() -> Arc<Engine> {
             path: "/nonexistent/warden-test/broken.gguf".into(),
         };
         let config = EngineConfig {
+            upstream: Default::default(),
             models: vec![broken],
             threads: 1,
             queue_depth: 1,

@@ -25,3 +25,4 @@ mod runs;
 mod serve;
 mod sse;
 mod tidy;
+mod upstream;

@@ -144,11 +144,36 @@ impl Server {
         extra: &[&str],
         level: &str,
     ) -> Server {
+        Server::start_with(data, token, port, extra, |command| {
+            command.env("WARDEN_LOG", level);
+        })
+    }
+
+    /// Starts a server with `ADMIN` in a fresh data folder, its command adjusted by
+    /// `configure` (environment variables) before it starts.
+    pub fn start_configured(extra: &[&str], configure: impl FnOnce(&mut Command)) -> Server {
+        let data = tempfile::tempdir().expect("temp dir");
+        add_user(data.path(), ADMIN, "admin", ADMIN_PASSWORD);
+        let token = create_token(data.path(), ADMIN);
+        let mut server = Server::start_with(data.path(), &token, free_port(), extra, configure);
+        server._owned_data = Some(data);
+        server
+    }
+
+    /// Starts a server on `data` and `port` with `extra` flags, its command adjusted by
+    /// `configure`.
+    pub fn start_with(
+        data: &Path,
+        token: &str,
+        port: u16,
+        extra: &[&str],
+        configure: impl FnOnce(&mut Command),
+    ) -> Server {
         let addr = format!("127.0.0.1:{port}");
         let models = models_dir();
         let mut command = warden();
+        configure(&mut command);
         command
-            .env("WARDEN_LOG", level)
             .args(["serve", "--addr", &addr, "--data"])
             .arg(data)
             .arg("--models")

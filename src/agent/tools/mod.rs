@@ -10,6 +10,9 @@ mod knowledge;
 mod misc;
 mod validate;
 
+/// Checks a JSON value against a schema (the subset Warden's tools and outputs use).
+pub use validate::validate as validate_json;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
