@@ -1,4 +1,4 @@
-//! `warden bench inference|embed|serve --json`: throughput figures of the loaded models, one JSON
+//! `warden bench inference|embed|serve|upstream --json`: throughput figures of the loaded models, one JSON
 //! object per run. The same prompt file feeds `tests/bench/compare.py`'s llama.cpp run.
 
 use std::path::PathBuf;
@@ -37,6 +37,9 @@ pub enum BenchCommand {
     },
     /// Concurrent conversations against a server started for the run: runs/s, TTFT, RSS.
     Serve(super::bench_serve::ServeBenchArgs),
+    /// The upstream path's cost: the same streamed request straight to an upstream engine
+    /// and through a Warden using it (time to first token, decode rate).
+    Upstream(super::bench_upstream::UpstreamBenchArgs),
     /// Context envelope build time and tokens per part for 10, 100 and 300 turns.
     Context(super::bench_context::ContextBenchArgs),
     /// Sentences per second of the embedding model.
@@ -63,6 +66,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
             sentences, models, ..
         } => embed(sentences, &models)?,
         BenchCommand::Serve(args) => return super::bench_serve::run(args),
+        BenchCommand::Upstream(args) => return super::bench_upstream::run(args),
         BenchCommand::Context(args) => return super::bench_context::run(args),
     };
     println!("{report}");

@@ -1,6 +1,7 @@
 //! `warden bench serve --concurrency N --json`: starts a server (this binary) on a fresh
 //! data folder, drives N concurrent conversations through the public HTTP API (post a
 //! message, follow its run's SSE stream to the end), and reports completed runs per second,
+//! tokens generated,
 //! time to first token p50/p95, `/healthz` latency under that load, and the server's RSS.
 //!
 //! `--users U --hog H` measures fairness instead: U accounts, of which H flood the queue
@@ -55,6 +56,10 @@ pub struct ServeBenchArgs {
     /// Models folder for the server.
     #[arg(long, env = "WARDEN_MODELS", default_value = "models")]
     models: PathBuf,
+    /// The knowledge base the questions are answered from (the server's `--sample-kb`):
+    /// every run retrieves passages and the model writes its answer from them.
+    #[arg(long, default_value = "kb")]
+    sample_kb: PathBuf,
     /// The server's log filter (its `WARDEN_LOG`): `warden::engine::generate=trace` logs
     /// each model pass (sequences, rows, forward and sampling ms).
     #[arg(long, env = "WARDEN_BENCH_SERVER_LOG", default_value = "warn")]
@@ -83,6 +88,7 @@ pub fn run(args: ServeBenchArgs) -> anyhow::Result<ExitCode> {
     let data = tempfile::tempdir().context("cannot create a temporary data folder")?;
     let tokens = prepare_accounts(data.path(), args.users)?;
     let mut server = BenchServer::start(data.path(), &args)?;
+    server.wait_for_knowledge(&tokens[0])?;
     let result = if args.hog > 0 {
         fairness(&server, &tokens, &args)
     } else {
@@ -95,7 +101,7 @@ pub fn run(args: ServeBenchArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// `users` accounts, `bench-0` …; the `Authorization` header value of each.
-fn prepare_accounts(data: &Path, users: usize) -> anyhow::Result<Vec<String>> {
+pub(super) fn prepare_accounts(data: &Path, users: usize) -> anyhow::Result<Vec<String>> {
     let store = crate::knowledge::open_store(data)?;
     (0..users)
         .map(|index| {
@@ -108,33 +114,40 @@ fn prepare_accounts(data: &Path, users: usize) -> anyhow::Result<Vec<String>> {
         .collect()
 }
 
-struct BenchServer {
+pub(super) struct BenchServer {
     child: Child,
     base: String,
 }
 
 impl BenchServer {
     fn start(data: &Path, args: &ServeBenchArgs) -> anyhow::Result<Self> {
+        let mut flags: Vec<std::ffi::OsString> = vec!["--sample-kb".into(), args.sample_kb.clone().into()];
+        flags.extend(["--models".into(), args.models.clone().into()]);
+        for (flag, value) in [
+            ("--max-answer-tokens", args.max_answer_tokens.to_string()),
+            ("--run-workers", run_workers(args).to_string()),
+            ("--max-batch", args.max_batch.to_string()),
+        ] {
+            flags.extend([flag.into(), value.into()]);
+        }
+        BenchServer::launch(data, &flags, &args.server_log)
+    }
+
+    /// `warden serve` (this binary) on a free loopback port with `flags`, once it answers.
+    pub(super) fn launch(
+        data: &Path,
+        flags: &[std::ffi::OsString],
+        log: &str,
+    ) -> anyhow::Result<Self> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
         let addr = format!("127.0.0.1:{port}");
         let child = Command::new(std::env::current_exe()?)
-            .args([
-                "serve",
-                "--addr",
-                &addr,
-                "--sample-kb",
-                "/nonexistent",
-                "--data",
-            ])
+            .args(["serve", "--addr", &addr, "--data"])
             .arg(data)
-            .arg("--models")
-            .arg(&args.models)
-            .args(["--max-answer-tokens", &args.max_answer_tokens.to_string()])
-            .args(["--run-workers", &run_workers(args).to_string()])
-            .args(["--max-batch", &args.max_batch.to_string()])
-            .env("WARDEN_LOG", &args.server_log)
+            .args(flags)
+            .env("WARDEN_LOG", log)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
@@ -155,8 +168,34 @@ impl BenchServer {
         Ok(server)
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(super) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
+    }
+
+    /// Waits until the sample knowledge base is indexed, so that runs answer from it.
+    fn wait_for_knowledge(&self, auth: &str) -> anyhow::Result<()> {
+        let started = Instant::now();
+        loop {
+            let listed: Value = ureq::get(&self.url("/api/kb"))
+                .set("Authorization", auth)
+                .call()?
+                .into_json()?;
+            let chunks: u64 = listed
+                .as_array()
+                .into_iter()
+                .flatten()
+                .chain(listed["knowledge_bases"].as_array().into_iter().flatten())
+                .filter_map(|kb| kb["chunks"].as_u64())
+                .sum();
+            if chunks > 0 {
+                return Ok(());
+            }
+            anyhow::ensure!(
+                started.elapsed() < START_TIMEOUT,
+                "the knowledge base the questions are answered from did not load (--sample-kb)"
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
     }
 
     fn rss_mib(&self) -> Option<f64> {
@@ -166,7 +205,7 @@ impl BenchServer {
         Some(kib / 1024.0)
     }
 
-    fn stop(&mut self) {
+    pub(super) fn stop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -246,6 +285,10 @@ fn drive(server: &BenchServer, tokens: &[String], args: &ServeBenchArgs) -> anyh
             .then(|| usages.iter().map(pick).sum::<u64>() as f64 / usages.len() as f64)
     };
     let completion_tokens: u64 = usages.iter().map(|u| u.1).sum();
+    anyhow::ensure!(
+        completion_tokens > 0,
+        "no run generated a token: the benchmark measured nothing (did the model answer?)"
+    );
     let mut health: Vec<f64> = health
         .into_inner()
         .unwrap_or_default()

@@ -8,6 +8,7 @@ mod ask;
 mod bench;
 mod bench_context;
 mod bench_serve;
+mod bench_upstream;
 mod diagnose;
 mod eval;
 mod eval_answers;

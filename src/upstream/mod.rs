@@ -93,9 +93,9 @@ fn start_chat_model(
     Ok(ChatModelHandle::remote(info, Arc::new(chat)))
 }
 
-/// The context length `/v1/models` reports for `model`: vLLM's `max_model_len`, or a
-/// `context_length` (Warden). llama.cpp reports only the training context, not the
-/// server's `-c`, so it is not believed: set `context_length` in the models file.
+/// The context length `/v1/models` reports for `model`: vLLM's `max_model_len`, Warden's
+/// `context_length`, or llama.cpp's `meta.n_ctx` (each slot's window; never its
+/// `n_ctx_train`, which the server's `-c` may well cut).
 fn advertised_context(endpoint: &Endpoint, model: &str, api_key: Option<&ApiKey>) -> Option<usize> {
     let mut request = endpoint
         .agent
@@ -120,5 +120,6 @@ fn advertised_context(endpoint: &Endpoint, model: &str, api_key: Option<&ApiKey>
     let number = |v: Option<&Value>| v.and_then(Value::as_u64).map(|n| n as usize);
     number(entry.get("max_model_len"))
         .or_else(|| number(entry.get("context_length")))
+        .or_else(|| number(entry.pointer("/meta/n_ctx")))
         .filter(|n| *n >= 256)
 }

@@ -253,3 +253,171 @@ fn a_warden_answers_through_another_warden_as_its_upstream() {
     assert_eq!(endpoints[0]["last_error"], "connect", "{health}");
     assert!(endpoints[1]["requests"].as_u64().unwrap_or(0) >= 1, "{health}");
 }
+
+/// llama.cpp's own server, built once by `tests/upstream/llama-server`; killed on drop.
+struct LlamaServer {
+    child: std::process::Child,
+}
+
+/// The API key the llama.cpp server demands.
+const LLAMA_KEY: &str = "llama-upstream-test-key";
+
+impl LlamaServer {
+    /// Serves the default GGUF on `port` (2 slots of 4,096 tokens).
+    fn start(port: u16, log: &std::path::Path) -> LlamaServer {
+        let built = std::process::Command::new(crate::util::repo().join("tests/upstream/llama-server"))
+            .output()
+            .expect("tests/upstream/llama-server runs");
+        assert!(
+            built.status.success(),
+            "llama.cpp's server could not be built: {}",
+            String::from_utf8_lossy(&built.stderr)
+        );
+        let binary = String::from_utf8_lossy(&built.stdout).trim().to_owned();
+        let model = crate::util::models_dir().join(format!("{DEFAULT_CHAT_MODEL}.gguf"));
+        let child = std::process::Command::new(&binary)
+            .arg("-m")
+            .arg(&model)
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .args(["-c", "8192", "-np", "2", "-t", "1", "-a", DEFAULT_CHAT_MODEL])
+            .args(["--api-key", LLAMA_KEY])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::fs::File::create(log).expect("log file"))
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("llama-server starts");
+        let server = LlamaServer { child };
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while ureq::get(&format!("http://127.0.0.1:{port}/health"))
+            .timeout(Duration::from_secs(2))
+            .call()
+            .is_err()
+        {
+            assert!(Instant::now() < deadline, "llama-server did not come up");
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        server
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for LlamaServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+#[test]
+fn llama_cpp_server_is_a_first_class_upstream() {
+    let scratch = tempfile::tempdir().expect("temp dir");
+    let port = free_port();
+    let mut llama = LlamaServer::start(port, &scratch.path().join("llama.log"));
+    let url = format!("http://127.0.0.1:{port}/v1");
+    let key_file = write_file(scratch.path(), "key", LLAMA_KEY.as_bytes());
+    let key_path = key_file.to_string_lossy().into_owned();
+    let upstream_flags = [
+        "--chat-upstream",
+        url.as_str(),
+        "--chat-upstream-model",
+        DEFAULT_CHAT_MODEL,
+        "--upstream-api-key-file",
+        key_path.as_str(),
+    ];
+    let server = Server::start_configured(&upstream_flags, |command| {
+        command.env_remove("WARDEN_CHAT_MODEL");
+    });
+    wait_for_sample_kb(&server);
+
+    // The context window comes from the server's own metadata (each slot's 4,096).
+    let (_, models) = into_status_and_json(server.get("/v1/models").call());
+    assert_eq!(models["data"][0]["context_length"], 4096, "{models}");
+
+    // A cited knowledge answer, written by llama.cpp.
+    let id = conversation(&server);
+    let frames = ask(&server, &server.token, &id, crate::agent::QUESTION);
+    assert_eq!(data_of(&frames, "run.completed")[0]["outcome"], "answered", "{frames:?}");
+    assert!(!data_of(&frames, "citation").is_empty(), "no citation: {frames:?}");
+    let (_, health) = into_status_and_json(server.get("/healthz").call());
+    assert!(
+        health["upstreams"][0]["endpoints"][0]["requests"].as_u64() >= Some(1),
+        "{health}"
+    );
+
+    // Tools pass through /v1 unchanged: Warden's answer is the one llama.cpp gives when
+    // asked directly (for this GGUF's template llama.cpp writes the call as text).
+    let tool_request = json!({
+        "model": DEFAULT_CHAT_MODEL,
+        "messages": [{"role": "user", "content": "What is the weather in Paris?"}],
+        "tools": [{"type": "function", "function": {"name": "get_weather",
+            "description": "Current weather of a city",
+            "parameters": {"type": "object", "required": ["city"],
+                           "properties": {"city": {"type": "string"}}}}}],
+        "tool_choice": "required", "max_tokens": 48, "temperature": 0, "seed": 7});
+    let (status, through) = server.post_json("/v1/chat/completions", &tool_request);
+    assert_eq!(status, 200, "{through}");
+    let direct = ureq::post(&format!("{url}/chat/completions"))
+        .set("Authorization", &format!("Bearer {LLAMA_KEY}"))
+        .send_json(tool_request.clone())
+        .expect("llama.cpp answers")
+        .into_json::<Value>()
+        .expect("JSON");
+    let message = |body: &Value| {
+        let message = &body["choices"][0]["message"];
+        (message["content"].clone(), message["tool_calls"].clone())
+    };
+    assert_eq!(message(&through), message(&direct), "{through}\n{direct}");
+    assert!(through.to_string().contains("get_weather"), "{through}");
+
+    // llama.cpp killed mid-answer: the stream fails with the reason, not retried.
+    let (_, error, took) = stream_chat(
+        &server,
+        json!({"messages": [{"role": "user", "content": "Count from 1 to 300, one number a line."}],
+               "max_tokens": 600, "stream": true, "temperature": 0}),
+        &mut || llama.kill(),
+    );
+    let error = error.expect("the stream reports the failure");
+    assert!(error.to_string().contains("upstream"), "{error}");
+    assert!(took < Duration::from_secs(60), "took {took:?}");
+
+    // Restarted: the next message works.
+    let _llama = LlamaServer::start(port, &scratch.path().join("llama2.log"));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (text, error, _) = stream_chat(
+            &server,
+            json!({"messages": [{"role": "user", "content": "Say hi."}],
+                   "max_tokens": 8, "stream": true}),
+            &mut || {},
+        );
+        if error.is_none() && !text.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the restarted upstream was never used: {error:?}");
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    drop(server);
+
+    // A diagnosis whose every model call goes to llama.cpp.
+    let models = crate::util::models_dir();
+    let pack = crate::util::repo().join("tests/data/diagnostics/packs/01-apy-013");
+    let output = crate::util::warden()
+        .env_remove("WARDEN_CHAT_MODEL")
+        .env("WARDEN_UPSTREAM_API_KEY", LLAMA_KEY)
+        .args(["eval", "diagnostics", "--json", "--models"])
+        .arg(&models)
+        .args(["--chat-upstream", url.as_str(), "--chat-upstream-model", DEFAULT_CHAT_MODEL])
+        .arg(&pack)
+        .output()
+        .expect("warden eval diagnostics runs");
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|err| {
+        panic!("no JSON ({err}): {}", String::from_utf8_lossy(&output.stderr))
+    });
+    let diagnosed = &report["packs"][0];
+    assert_eq!(diagnosed["safety_violations"], 0, "{report:#}");
+    assert!(diagnosed["model_calls"].as_u64() >= Some(1), "{report:#}");
+    assert_eq!(report["overall"]["root_cause_accuracy"], 1.0, "{report:#}");
+}
