@@ -73,24 +73,30 @@ pub struct ModelFlags {
 /// The environment variable holding the upstream API key.
 pub const UPSTREAM_API_KEY_ENV: &str = "WARDEN_UPSTREAM_API_KEY";
 
+/// The upstream API key: the file's content when a file is named, else the environment's.
+pub fn upstream_api_key(file: Option<&std::path::Path>) -> Result<Option<ApiKey>, ConfigError> {
+    let text = match file {
+        Some(path) => Some(std::fs::read_to_string(path).map_err(|err| {
+            ConfigError::Invalid(format!(
+                "cannot read the upstream API key file {}: {err}",
+                path.display()
+            ))
+        })?),
+        None => std::env::var(UPSTREAM_API_KEY_ENV).ok(),
+    };
+    Ok(text.as_deref().and_then(ApiKey::new))
+}
+
 impl ModelFlags {
     /// The upstream engines the flags, the models file and the key name.
     pub fn upstream(&self) -> Result<UpstreamConfig, ConfigError> {
-        let key_text = match &self.upstream_api_key_file {
-            Some(path) => Some(std::fs::read_to_string(path).map_err(|err| {
-                ConfigError::Invalid(format!(
-                    "cannot read the upstream API key file {}: {err}",
-                    path.display()
-                ))
-            })?),
-            None => std::env::var(UPSTREAM_API_KEY_ENV).ok(),
-        };
+        let api_key = upstream_api_key(self.upstream_api_key_file.as_deref())?;
         let flags = UpstreamFlags {
             chat_upstream: self.chat_upstream.clone(),
             chat_upstream_model: self.chat_upstream_model.clone(),
             embed_upstream: None,
             embed_upstream_model: None,
-            api_key: key_text.as_deref().and_then(ApiKey::new),
+            api_key,
             models_config: self.models_config.clone(),
         };
         UpstreamConfig::from_flags(&flags).map_err(|err| ConfigError::Invalid(err.to_string()))

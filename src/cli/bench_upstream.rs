@@ -54,15 +54,8 @@ struct Streamed {
 pub fn run(args: UpstreamBenchArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(args.requests > 0, "--requests must be at least 1");
     let base = crate::upstream::config::check_url(&args.upstream).map_err(anyhow::Error::msg)?;
-    let key = match &args.upstream_api_key_file {
-        Some(path) => Some(
-            std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read {}", path.display()))?
-                .trim()
-                .to_owned(),
-        ),
-        None => std::env::var(crate::config::UPSTREAM_API_KEY_ENV).ok(),
-    };
+    let key = crate::config::upstream_api_key(args.upstream_api_key_file.as_deref())?;
+    let key = key.as_ref().map(crate::upstream::ApiKey::expose);
     let data = tempfile::tempdir().context("cannot create a temporary data folder")?;
     let tokens = prepare_accounts(data.path(), 1)?;
     let mut flags: Vec<std::ffi::OsString> = vec![
@@ -83,11 +76,11 @@ pub fn run(args: UpstreamBenchArgs) -> anyhow::Result<ExitCode> {
     let direct_url = format!("{base}/chat/completions");
     let measured = (|| -> anyhow::Result<(Vec<Streamed>, Vec<Streamed>)> {
         // One warm-up each: the upstream's prompt cache and Warden's connection pool.
-        stream(&direct_url, key.as_deref(), &args)?;
+        stream(&direct_url, key, &args)?;
         stream(&warden_url, Some(tokens[0].trim_start_matches("Bearer ")), &args)?;
         let (mut direct, mut through) = (Vec::new(), Vec::new());
         for _ in 0..args.requests {
-            direct.push(stream(&direct_url, key.as_deref(), &args)?);
+            direct.push(stream(&direct_url, key, &args)?);
             through.push(stream(
                 &warden_url,
                 Some(tokens[0].trim_start_matches("Bearer ")),

@@ -17,6 +17,8 @@ use crate::timefmt::format_rfc3339;
 const MAX_POINTS: i64 = 120;
 const MIN_STEP_SECS: i64 = 15;
 const TIMEOUT: Duration = Duration::from_secs(10);
+/// The largest answer read from Prometheus; a larger one is refused, not buffered.
+pub const MAX_RESPONSE_BYTES: u64 = 4 * 1024 * 1024;
 /// How far back a request without a start looks.
 const DEFAULT_RANGE_SECS: i64 = 3600;
 
@@ -37,6 +39,8 @@ pub const METRIC_FIELDS: [&str; 10] = [
 ];
 
 pub struct PrometheusConnector {
+    /// No redirects: an answer from another host is never read.
+    agent: ureq::Agent,
     name: String,
     url: String,
     token: Option<String>,
@@ -60,6 +64,7 @@ impl PrometheusConnector {
         queries: BTreeMap<String, String>,
     ) -> PrometheusConnector {
         PrometheusConnector {
+            agent: ureq::AgentBuilder::new().redirects(0).build(),
             name: name.to_owned(),
             url: url.trim_end_matches('/').to_owned(),
             token,
@@ -69,7 +74,10 @@ impl PrometheusConnector {
     }
 
     fn get(&self, path: &str, query: &[(&str, &str)]) -> Result<Value, String> {
-        let mut request = ureq::get(&format!("{}{path}", self.url)).timeout(TIMEOUT);
+        let mut request = self
+            .agent
+            .get(&format!("{}{path}", self.url))
+            .timeout(TIMEOUT);
         for (key, value) in query {
             request = request.query(key, value);
         }
@@ -80,9 +88,25 @@ impl PrometheusConnector {
             ureq::Error::Status(code, _) => format!("{path}: HTTP {code}"),
             other => format!("{path}: {other}"),
         })?;
-        response
-            .into_json::<Value>()
-            .map_err(|err| format!("{path}: not JSON: {err}"))
+        if (300..400).contains(&response.status()) {
+            return Err(format!(
+                "{path}: answered with a redirect (HTTP {}), which is not followed",
+                response.status()
+            ));
+        }
+        let mut body = Vec::new();
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(response.into_reader(), MAX_RESPONSE_BYTES + 1),
+            &mut body,
+        )
+        .map_err(|err| format!("{path}: {err}"))?;
+        if body.len() as u64 > MAX_RESPONSE_BYTES {
+            return Err(format!(
+                "{path}: the answer is over {} MiB; narrow the query",
+                MAX_RESPONSE_BYTES >> 20
+            ));
+        }
+        serde_json::from_slice(&body).map_err(|err| format!("{path}: not JSON: {err}"))
     }
 
     fn range(&self, field: &str, start: i64, end: i64) -> Result<Vec<Series>, String> {
@@ -269,6 +293,42 @@ impl Connector for PrometheusConnector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A server answering each connection with `head` and then `body_bytes` of JSON.
+    fn serve_once(head: &'static str, body_bytes: usize) -> String {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            if let Ok((mut stream, _)) = listener.accept() {
+                let mut request = [0_u8; 4096];
+                let _ = stream.read(&mut request);
+                let _ = stream.write_all(head.as_bytes());
+                let mut body = b"{\"data\":\"".to_vec();
+                body.resize(body_bytes.max(12) - 2, b'x');
+                body.extend_from_slice(b"\"}");
+                let _ = stream.write_all(&body);
+            }
+        });
+        url
+    }
+
+    #[test]
+    fn oversized_answers_and_redirects_are_refused() {
+        let big = (MAX_RESPONSE_BYTES + 1024) as usize;
+        let url = serve_once("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n", big);
+        let connector = PrometheusConnector::new("prom", &url, None, BTreeMap::new());
+        let error = connector.get("/api/v1/query_range", &[]).unwrap_err();
+        assert!(error.contains("over 4 MiB"), "{error}");
+
+        let url = serve_once(
+            "HTTP/1.1 302 Found\r\nLocation: http://192.0.2.1/api\r\nContent-Length: 0\r\n\r\n",
+            0,
+        );
+        let connector = PrometheusConnector::new("prom", &url, None, BTreeMap::new());
+        let error = connector.get("/api/v1/query_range", &[]).unwrap_err();
+        assert!(error.contains("redirect"), "{error}");
+    }
 
     #[test]
     fn hosts_are_named_by_their_labels() {
