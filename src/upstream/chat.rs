@@ -814,6 +814,143 @@ mod tests {
         assert!(done.unwrap_err().contains("stream_cut"));
     }
 
+    /// A TLS server with the test CA's server certificate that demands a client
+    /// certificate from the same CA, answering every request with `STREAM`.
+    fn tls_server() -> String {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tls");
+        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(dir.join("server.pem"))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let key = PrivateKeyDer::from_pem_file(dir.join("server.key")).unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        for ca in CertificateDer::pem_file_iter(dir.join("ca.pem")).unwrap() {
+            roots.add(ca.unwrap()).unwrap();
+        }
+        #[allow(deprecated)]
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let verifier =
+            rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+                .build()
+                .unwrap();
+        let config = Arc::new(
+            rustls::ServerConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_client_cert_verifier(verifier)
+                .with_single_cert(chain, key)
+                .unwrap(),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for tcp in listener.incoming() {
+                let Ok(tcp) = tcp else { return };
+                let config = config.clone();
+                std::thread::spawn(move || {
+                    let connection = rustls::ServerConnection::new(config).unwrap();
+                    let mut tls = rustls::StreamOwned::new(connection, tcp);
+                    let mut seen = Vec::new();
+                    let mut buffer = [0_u8; 4096];
+                    while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match tls.read(&mut buffer) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => seen.extend_from_slice(&buffer[..n]),
+                        }
+                    }
+                    let _ = tls.write_all(STREAM);
+                    let _ = tls.flush();
+                    tls.conn.send_close_notify();
+                    let _ = tls.flush();
+                });
+            }
+        });
+        format!("https://127.0.0.1:{port}/v1")
+    }
+
+    fn tls_model(url: &str, tls: TlsSettings) -> ChatModelHandle {
+        let config = EndpointConfig {
+            url: url.to_owned(),
+            priority: 0,
+            weight: 1,
+            max_concurrent: 1,
+        };
+        let model = UpstreamModel {
+            name: "m".into(),
+            upstream_name: "m".into(),
+            endpoints: vec![config.clone()],
+            timeouts: quick(),
+            breaker: BreakerSettings::DEFAULT,
+            queue_depth: 4,
+            context_length: Some(4096),
+            tokenizer: TokenizerSource::Estimate,
+            tls: tls.clone(),
+        };
+        let endpoint = Endpoint::new(config, &quick(), BreakerSettings::DEFAULT, &tls).unwrap();
+        let chat = UpstreamChat::start(
+            &model,
+            vec![Arc::new(endpoint)],
+            TokenCounter::Estimate,
+            None,
+            4096,
+            Arc::new(Metrics::new()),
+        )
+        .unwrap();
+        let info = ModelInfo {
+            id: "m".into(),
+            kind: ModelKind::Chat,
+            architecture: "upstream".into(),
+            context_length: 4096,
+            path: String::new(),
+            dimensions: None,
+            precision: None,
+        };
+        ChatModelHandle::remote(info, Arc::new(chat))
+    }
+
+    #[test]
+    fn tls_to_a_private_ca_with_a_client_certificate() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tls");
+        let url = tls_server();
+        let private = TlsSettings {
+            ca_file: Some(dir.join("ca.pem")),
+            client_cert: Some(dir.join("client.pem")),
+            client_key: Some(dir.join("client.key")),
+        };
+        let (text, done) = generate(&tls_model(&url, private.clone()), ResponseFormat::Text);
+        assert_eq!(text, "Hello", "{done:?}");
+        // The public roots do not know the private CA.
+        let public = TlsSettings {
+            ca_file: None,
+            ..private.clone()
+        };
+        let (_, done) = generate(&tls_model(&url, public), ResponseFormat::Text);
+        assert!(done.unwrap_err().contains("connect"));
+        // The server demands a client certificate.
+        let anonymous = TlsSettings {
+            client_cert: None,
+            client_key: None,
+            ..private
+        };
+        let (text, done) = generate(&tls_model(&url, anonymous), ResponseFormat::Text);
+        assert!(text.is_empty() && done.is_err(), "{done:?}");
+        // A CA file that holds no certificate is refused when the model is configured.
+        let empty = dir.join("make.sh");
+        let config = EndpointConfig {
+            url: url.clone(),
+            priority: 0,
+            weight: 1,
+            max_concurrent: 1,
+        };
+        let bad = TlsSettings {
+            ca_file: Some(empty),
+            ..TlsSettings::default()
+        };
+        assert!(Endpoint::new(config, &quick(), BreakerSettings::DEFAULT, &bad).is_err());
+    }
+
     #[test]
     fn output_that_breaks_its_schema_is_asked_once_more_then_fails_closed() {
         let schema = json!({"type": "object", "required": ["route"]});
