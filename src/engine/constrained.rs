@@ -146,6 +146,75 @@ pub struct ConstraintFactory {
     factory: ParserFactory,
     vocab_size: usize,
     limits: OutputLimits,
+    closers: Arc<Closers>,
+}
+
+/// The tokens that bring a JSON value to its end soonest, in the order they are preferred
+/// once a generation runs short of tokens. Inside a string: the closing quote (alone or
+/// followed by closing brackets). Outside: closing brackets first, then the shortest values
+/// and separators a required part still needs.
+#[derive(Debug, Default)]
+struct Closers {
+    in_string: Vec<u32>,
+    outside: Vec<Vec<u32>>,
+    /// Each token's bytes, to follow whether the output is inside a string.
+    bytes: Vec<Vec<u8>>,
+}
+
+impl Closers {
+    fn from_trie(trie: &TokTrie) -> Closers {
+        let brackets = |bytes: &[u8]| bytes.iter().all(|b| b"}]".contains(b));
+        let shortest: [&[u8]; 10] = [
+            b",", b":", b"0", b"[", b"{", b"\"", b"\"\"", b"false", b"true", b"null",
+        ];
+        let mut closers = Closers::default();
+        let (mut close, mut short) = (Vec::new(), Vec::new());
+        for id in 0..trie.vocab_size() as u32 {
+            let bytes = trie.token(id);
+            closers.bytes.push(bytes.to_vec());
+            if bytes.is_empty() || bytes.len() > 4 {
+                continue;
+            }
+            if bytes[0] == b'"' && brackets(&bytes[1..]) {
+                closers.in_string.push(id);
+            }
+            if brackets(bytes) {
+                close.push(id);
+            } else if shortest.contains(&bytes) {
+                short.push(id);
+            }
+        }
+        closers.outside = vec![close, short];
+        closers
+    }
+}
+
+/// Where a JSON output stands: inside a string (and after a backslash) or not.
+#[derive(Debug, Default, Clone, Copy)]
+struct JsonLexState {
+    in_string: bool,
+    escaped: bool,
+}
+
+impl JsonLexState {
+    fn feed(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            if self.escaped {
+                self.escaped = false;
+            } else if self.in_string && byte == b'\\' {
+                self.escaped = true;
+            } else if byte == b'"' {
+                self.in_string = !self.in_string;
+            }
+        }
+    }
+}
+
+/// Tokens left at which a constrained output starts closing: a third of the budget, at
+/// least 2 and at most 24, enough for the closing quotes and brackets of nested values and
+/// the shortest values of required fields still missing.
+pub fn closing_reserve(max_new: usize) -> usize {
+    (max_new / 3).clamp(2, 24)
 }
 
 impl ConstraintFactory {
@@ -166,6 +235,7 @@ impl ConstraintFactory {
             factory,
             vocab_size,
             limits,
+            closers: Arc::new(Closers::from_trie(env.tok_trie())),
         })
     }
 
@@ -184,6 +254,11 @@ impl ConstraintFactory {
             matcher,
             vocab_size: self.vocab_size,
             ahead: None,
+            // Only a pure JSON output closes early: a tool call's wrapper and free text have
+            // their own ends.
+            closers: matches!(shape, OutputShape::Json(_)).then(|| self.closers.clone()),
+            closing: false,
+            lex: JsonLexState::default(),
         }))
     }
 }
@@ -194,6 +269,11 @@ pub struct Constraint {
     vocab_size: usize,
     /// The tokens allowed next, when `forced` computed them ahead of `mask`.
     ahead: Option<SimpleVob>,
+    /// For JSON outputs: what ends a value soonest.
+    closers: Option<Arc<Closers>>,
+    /// The token budget is nearly spent: prefer what ends the value soonest.
+    closing: bool,
+    lex: JsonLexState,
 }
 
 impl Constraint {
@@ -224,15 +304,53 @@ impl Constraint {
         Ok(only)
     }
 
-    fn allowed(&mut self) -> Result<SimpleVob> {
-        match self.ahead.take() {
-            Some(allowed) => Ok(allowed),
-            None => self.matcher.compute_mask_or_eos().map_err(constraint_error),
+    /// Tells the constraint how many tokens the generation has left of `max_new`: within
+    /// `closing_reserve(max_new)`, only tokens that close the value (or, where the grammar
+    /// allows none, the shortest ones a required part needs) stay allowed, so strings,
+    /// arrays and objects close within the budget whatever the model would rather write.
+    pub fn set_budget(&mut self, left: usize, max_new: usize) {
+        let closing = left <= closing_reserve(max_new);
+        if closing != self.closing {
+            self.closing = closing;
+            self.ahead = None;
         }
+    }
+
+    fn allowed(&mut self) -> Result<SimpleVob> {
+        if let Some(allowed) = self.ahead.take() {
+            return Ok(allowed);
+        }
+        let mut allowed = self.matcher.compute_mask_or_eos().map_err(constraint_error)?;
+        let Some(closers) = self.closers.as_ref().filter(|_| self.closing) else {
+            return Ok(allowed);
+        };
+        let classes: &[Vec<u32>] = if self.lex.in_string {
+            std::slice::from_ref(&closers.in_string)
+        } else {
+            &closers.outside
+        };
+        for class in classes {
+            let usable: Vec<u32> = class
+                .iter()
+                .copied()
+                .filter(|&id| allowed.is_allowed(id))
+                .collect();
+            if !usable.is_empty() {
+                allowed.set_all(false);
+                for id in usable {
+                    allowed.allow_token(id);
+                }
+                break;
+            }
+        }
+        Ok(allowed)
     }
 
     pub fn advance(&mut self, token: u32) -> Result<()> {
         self.ahead = None;
+        if let Some(bytes) = self.closers.as_ref().and_then(|c| c.bytes.get(token as usize)) {
+            self.lex.feed(bytes);
+        }
         self.matcher.consume_token(token).map_err(constraint_error)
     }
 
@@ -317,6 +435,55 @@ mod tests {
 
     fn json_shape(schema: Value) -> OutputShape {
         OutputShape::Json(schema)
+    }
+
+    /// Runs a "model" that writes `x` whenever the grammar lets it (else the first token
+    /// allowed) for at most `max_new` tokens after `prefix`; the output.
+    fn write_until_spent(schema: Value, prefix: &str, max_new: usize) -> (String, bool) {
+        let factory = byte_factory(OutputLimits::default());
+        let mut constraint = factory.constraint(&json_shape(schema)).unwrap().unwrap();
+        let mut text = prefix.to_owned();
+        for byte in prefix.bytes() {
+            constraint.advance(u32::from(byte)).unwrap();
+        }
+        for generated in prefix.len()..max_new {
+            if constraint.matcher.is_accepting().unwrap_or(false) {
+                break;
+            }
+            constraint.set_budget(max_new - generated, max_new);
+            let allowed = constraint.allowed().unwrap();
+            let pick = if allowed.is_allowed(u32::from(b'x')) {
+                u32::from(b'x')
+            } else {
+                (0..256).find(|&id| allowed.is_allowed(id)).unwrap()
+            };
+            constraint.advance(pick).unwrap();
+            text.push(char::from(pick as u8));
+        }
+        let complete = constraint.matcher.is_accepting().unwrap_or(false);
+        (text, complete)
+    }
+
+    #[test]
+    fn values_close_within_the_token_budget_however_long_the_model_would_write() {
+        let schema = json!({"type": "object", "additionalProperties": false,
+            "required": ["title", "steps", "count"],
+            "properties": {"title": {"type": "string"},
+                           "steps": {"type": "array", "items": {"type": "string"}},
+                           "count": {"type": "integer"}}});
+        // One byte per token here: the worst case for a reserve counted in tokens.
+        for max_new in [80, 120] {
+            let (text, complete) = write_until_spent(schema.clone(), "{\"title\":\"", max_new);
+            assert!(complete, "{max_new}: {text}");
+            let value: Value = serde_json::from_str(&text).unwrap();
+            assert!(value["title"].as_str().unwrap().starts_with("xxx"), "{text}");
+            assert!(text.len() <= max_new, "{text}");
+        }
+        // Inside an array of strings, deep in the budget.
+        let (text, complete) =
+            write_until_spent(schema, "{\"title\":\"a\",\"steps\":[\"b\",\"", 80);
+        assert!(complete, "{text}");
+        assert!(closing_reserve(10) == 3 && closing_reserve(1000) == 24);
     }
 
     #[test]

@@ -416,6 +416,12 @@ impl ChatRuntime {
                 self.samples_after(&batch[part.index].0, part) && batch[part.index].0.max_new > 0
             })
             .collect();
+        for (s, _, _) in batch.iter_mut() {
+            let left = s.max_new.saturating_sub(s.generated.len());
+            if let Some(constraint) = s.constraint.as_mut() {
+                constraint.set_budget(left, s.max_new);
+            }
+        }
         let mut constraints: Vec<Option<&mut Constraint>> = batch
             .iter_mut()
             .map(|(s, _, _)| s.constraint.as_mut())
@@ -543,6 +549,7 @@ impl ChatRuntime {
                 continue;
             }
             if let Some(constraint) = s.constraint.as_mut() {
+                constraint.set_budget(s.max_new.saturating_sub(s.generated.len()), s.max_new);
                 let chain = Chain {
                     index,
                     room,

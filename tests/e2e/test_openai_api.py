@@ -602,6 +602,40 @@ def test_bounded_json_schema_output_always_completes(client, chat_model):
         assert abs(value["confidence"]) < 1e15, value
 
 
+REPORT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "summary": {"type": "string"},
+        "steps": {"type": "array", "items": {"type": "string"}},
+        "severity": {"type": "string", "enum": ["low", "high"]},
+    },
+    "required": ["summary", "steps", "severity"],
+    "additionalProperties": False,
+}
+
+
+def test_unbounded_strings_close_within_max_tokens(client, chat_model):
+    """No maxLength anywhere and a prompt asking for length: as the budget runs out the
+    strings, the array and the object close, so every output parses and validates."""
+    response_format = {
+        "type": "json_schema",
+        "json_schema": {"name": "report", "schema": REPORT_SCHEMA, "strict": True},
+    }
+    for attempt in range(20):
+        completion = client.chat.completions.create(
+            model=chat_model,
+            messages=user("A disk filled up overnight. Write a long, detailed incident report as JSON."),
+            response_format=response_format,
+            max_tokens=80,
+            temperature=0.8,
+            seed=100 + attempt,
+        )
+        choice = completion.choices[0]
+        value = json.loads(choice.message.content)
+        jsonschema.validate(value, REPORT_SCHEMA)
+        assert completion.usage.completion_tokens <= 80
+
+
 def test_tiny_max_tokens_still_reports_length(client, chat_model):
     """Bounding never hides a cut: a budget too small for the object ends with "length"."""
     completion = client.chat.completions.create(
