@@ -17,6 +17,12 @@
 //! - `password`: the ASCII value after `password`/`passwd`/`pwd`/`passphrase`/`密码`/`口令`
 //!   followed by `:`, `=`, `：`, `是` or `为`, after `--password `, and the password in
 //!   `scheme://user:PASSWORD@host`. The key word stays, so the model knows one was given.
+//! - Secrets in commands, logs and SQL (the shapes live diagnostics read): `password` for
+//!   SQL `PASSWORD '…'` and `IDENTIFIED BY '…'`, `mysql -pSECRET`, Redis `AUTH SECRET`,
+//!   `*_PASS=`/`*_PASSWD=` variables and `curl -u user:SECRET`; `token` for the value of a
+//!   `Cookie:`/`Set-Cookie:` header.
+//! - `card_number`: 13–19 digits beginning 2–6 (spaces or `-` between groups allowed)
+//!   that pass the Luhn check.
 //! - `email`: `local@domain.tld` (the top-level domain is letters, so `root@10.0.0.5` stays).
 //! - `phone`: Chinese mobiles `1[3-9]` + 9 digits (with `+86`/`0086` and space or `-`
 //!   groups allowed), Chinese landlines `0AA(A)-NNNNNNN(N)`, `+CC …` international numbers
@@ -80,6 +86,7 @@ pub enum MaskKind {
     NationalId,
     Phone,
     EmployeeId,
+    CardNumber,
 }
 
 impl MaskKind {
@@ -94,6 +101,7 @@ impl MaskKind {
             MaskKind::NationalId => "national_id",
             MaskKind::Phone => "phone",
             MaskKind::EmployeeId => "employee_id",
+            MaskKind::CardNumber => "card_number",
         }
     }
 
@@ -253,6 +261,8 @@ enum Check {
     /// Not a placeholder, and not a plain word: 6+ characters holding a digit or a symbol
     /// ("the password is Hunter2-x", not "the password is expired").
     CredentialLooking,
+    /// Standalone, and its digits pass the Luhn check (payment card numbers).
+    Luhn,
 }
 
 struct MaskRule {
@@ -305,6 +315,16 @@ fn passes(check: Check, text: &str, start: usize, end: usize) -> bool {
                 && standalone(text, start, end)
         }
         Check::NotMasked => !value.starts_with("[masked:"),
+        Check::Luhn => {
+            let digits: Vec<u32> = value.chars().filter_map(|c| c.to_digit(10)).collect();
+            // Card numbers begin 2–6 (Mastercard 2/5, Visa 4, Amex 3, Discover and
+            // UnionPay 6); other long numbers (orders, invoices, timestamps) mostly do not.
+            (13..=19).contains(&digits.len())
+                && (2..=6).contains(&digits[0])
+                && standalone(text, start, end)
+                && !glued_to_number(text, start, end)
+                && luhn_ok(&digits)
+        }
         Check::CredentialLooking => {
             // Sentence punctuation after a plain word does not make it a credential.
             let word = value.trim_end_matches(['.', ',', ';', ':', '!', '?', ')']);
@@ -313,6 +333,21 @@ fn passes(check: Check, text: &str, start: usize, end: usize) -> bool {
                 && word.chars().any(|c| !c.is_alphabetic())
         }
     }
+}
+
+/// The Luhn checksum of payment card numbers.
+fn luhn_ok(digits: &[u32]) -> bool {
+    let sum: u32 = digits
+        .iter()
+        .rev()
+        .enumerate()
+        .map(|(i, &d)| match (i % 2, d * 2) {
+            (1, doubled) if doubled > 9 => doubled - 9,
+            (1, doubled) => doubled,
+            _ => d,
+        })
+        .sum();
+    sum % 10 == 0
 }
 
 fn is_word_char(c: char) -> bool {
@@ -435,6 +470,48 @@ static MASK_RULES: LazyLock<Vec<MaskRule>> = LazyLock::new(|| {
             &format!(r"(?i)(--(?:password|passwd|pass))([ \t]+){PASSWORD_VALUE}"),
             AfterKey,
             NotMasked,
+        ),
+        rule(
+            Password,
+            &format!(r"(?i)(\b(?:password|identified[ \t]+by))([ \t]+)('[^'\n]*'|\x22[^\x22\n]*\x22)"),
+            AfterKey,
+            NotMasked,
+        ),
+        rule(
+            Password,
+            r"(\bmysql(?:dump|admin)?\b[^\n]*?[ \t]-p)()([^\s'\x22-][^\s]*)",
+            AfterKey,
+            NotMasked,
+        ),
+        rule(
+            Password,
+            r"(?i)(\bAUTH)([ \t]+)([!-~]{6,})",
+            AfterKey,
+            CredentialLooking,
+        ),
+        rule(
+            Password,
+            &format!(r"(?i)(\b[A-Za-z0-9_]*_PASS(?:WD)?)([ \t]*[:=][ \t]*){PASSWORD_VALUE}"),
+            AfterKey,
+            NotMasked,
+        ),
+        rule(
+            Password,
+            r"(\bcurl\b[^\n]*?[ \t](?:-u|--user)[ \t]+['\x22]?[^\s:'\x22]+:)()([^\s'\x22]+)",
+            AfterKey,
+            NotMasked,
+        ),
+        rule(
+            Token,
+            r"(?i)(\b(?:set-)?cookie)([ \t]*:[ \t]*)([^\n]+)",
+            AfterKey,
+            NotMasked,
+        ),
+        rule(
+            CardNumber,
+            r"[0-9]{4}(?:[ -]?[0-9]{3,4}){2,3}[0-9]{0,3}",
+            Whole,
+            Luhn,
         ),
         rule(
             Email,

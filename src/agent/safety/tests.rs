@@ -125,6 +125,70 @@ fn personal_data_is_masked() {
     ]);
 }
 
+/// One row per secret shape that live diagnostics read in logs, commands and SQL.
+#[test]
+fn secrets_in_commands_logs_and_sql_are_masked() {
+    check_masks(&[
+        (
+            "statement: ALTER ROLE app PASSWORD 'Winter2026!' VALID UNTIL 'infinity'",
+            "statement: ALTER ROLE app PASSWORD [masked:password] VALID UNTIL 'infinity'",
+            &[Password],
+        ),
+        (
+            "CREATE USER 'app'@'%' IDENTIFIED BY \"s3cr3t-Pw\";",
+            "CREATE USER 'app'@'%' IDENTIFIED BY [masked:password];",
+            &[Password],
+        ),
+        (
+            "ran mysql -h db1 -u root -pHunter22 orders",
+            "ran mysql -h db1 -u root -p[masked:password] orders",
+            &[Password],
+        ),
+        (
+            "redis-cli: AUTH c0rrect-h0rse",
+            "redis-cli: AUTH [masked:password]",
+            &[Password],
+        ),
+        (
+            "env DB_PASS=Tr0ub4dor&3 started",
+            "env DB_PASS=[masked:password]&3 started",
+            &[Password],
+        ),
+        (
+            "curl -u deploy:Sup3rS3cret https://ci.corp/api",
+            "curl -u deploy:[masked:password] https://ci.corp/api",
+            &[Password],
+        ),
+        (
+            "request had Cookie: session=ab12cd34ef; csrf=99",
+            "request had Cookie: [masked:token]",
+            &[Token],
+        ),
+        (
+            "charged card 4111 1111 1111 1111 for order 7",
+            "charged card [masked:card_number] for order 7",
+            &[CardNumber],
+        ),
+        (
+            "refund to 5500-0000-0000-0004 done",
+            "refund to [masked:card_number] done",
+            &[CardNumber],
+        ),
+    ]);
+    // Look-alikes stay: a non-Luhn 16-digit number, Redis AUTH prose, a -p port.
+    let untouched = [
+        "order 4111111111111112 shipped",
+        "AUTH failed for the client",
+        "ssh -p 2222 admin@db1",
+        "password_encryption = 'scram-sha-256'",
+    ];
+    let cases: Vec<(&str, &str, &[MaskKind])> = untouched
+        .iter()
+        .map(|text| (*text, *text, &[][..]))
+        .collect();
+    check_masks(&cases);
+}
+
 #[test]
 fn ordinary_technical_text_is_left_alone() {
     let untouched = [
