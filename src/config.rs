@@ -94,8 +94,6 @@ impl ModelFlags {
         let flags = UpstreamFlags {
             chat_upstream: self.chat_upstream.clone(),
             chat_upstream_model: self.chat_upstream_model.clone(),
-            embed_upstream: None,
-            embed_upstream_model: None,
             api_key,
             models_config: self.models_config.clone(),
         };

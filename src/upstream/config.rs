@@ -111,12 +111,11 @@ pub struct UpstreamModel {
     pub tls: TlsSettings,
 }
 
-/// Everything upstream: chat models (the first is the default) and at most one embedding
-/// model.
+/// Everything upstream: chat models, the first the default. (Embeddings stay local: an
+/// upstream embedding model is not supported yet, and a models file naming one is refused.)
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct UpstreamConfig {
     pub chat: Vec<UpstreamModel>,
-    pub embed: Option<UpstreamModel>,
     /// The bearer token sent to every endpoint; never logged.
     pub api_key: Option<ApiKey>,
 }
@@ -147,8 +146,6 @@ impl std::fmt::Debug for ApiKey {
 pub struct UpstreamFlags {
     pub chat_upstream: Option<String>,
     pub chat_upstream_model: Option<String>,
-    pub embed_upstream: Option<String>,
-    pub embed_upstream_model: Option<String>,
     pub api_key: Option<ApiKey>,
     pub models_config: Option<PathBuf>,
 }
@@ -182,31 +179,14 @@ impl UpstreamConfig {
                 "--chat-upstream-model needs --chat-upstream".to_owned(),
             ));
         }
-        if let Some(url) = &flags.embed_upstream {
-            let name = flags.embed_upstream_model.as_deref().ok_or_else(|| {
-                UpstreamConfigError::Flags(
-                    "--embed-upstream needs --embed-upstream-model".to_owned(),
-                )
-            })?;
-            config.embed = Some(simple_model(url, name)?);
-        } else if flags.embed_upstream_model.is_some() {
-            return Err(UpstreamConfigError::Flags(
-                "--embed-upstream-model needs --embed-upstream".to_owned(),
-            ));
-        }
         config.api_key = flags.api_key.clone();
         Ok(config)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.chat.is_empty() && self.embed.is_none()
     }
 
     /// `(model, url)` of every configured endpoint, for the start-up log.
     pub fn endpoints(&self) -> Vec<(String, String)> {
         self.chat
             .iter()
-            .chain(self.embed.iter())
             .flat_map(|m| m.endpoints.iter().map(|e| (m.name.clone(), e.url.clone())))
             .collect()
     }
@@ -285,7 +265,6 @@ fn check_name(name: &str) -> Result<String, String> {
 struct ModelsFile {
     #[serde(default)]
     chat: Vec<ModelEntry>,
-    embed: Option<ModelEntry>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -340,14 +319,8 @@ pub fn parse_models_file(path: &Path, text: &str) -> Result<UpstreamConfig, Upst
         }
         chat.push(model);
     }
-    let embed = file
-        .embed
-        .map(|entry| model_from_entry(entry, folder))
-        .transpose()
-        .map_err(invalid)?;
     Ok(UpstreamConfig {
         chat,
-        embed,
         api_key: None,
     })
 }
@@ -500,11 +473,6 @@ mod tests {
             [[chat.endpoints]]
             url = "https://gpu2.corp/v1"
             priority = 1
-
-            [embed]
-            name = "bge-m3"
-            [[embed.endpoints]]
-            url = "http://emb.corp:8080/v1"
         "#;
         let config = parse_models_file(Path::new("/etc/warden/models.toml"), text).unwrap();
         let big = &config.chat[0];
@@ -519,9 +487,10 @@ mod tests {
             TokenizerSource::TokenizerJson(PathBuf::from("/etc/warden/tok/tokenizer.json"))
         );
         assert_eq!(big.tls.ca_file, Some(PathBuf::from("/etc/warden/ca.pem")));
-        assert_eq!(config.embed.as_ref().map(|m| m.name.as_str()), Some("bge-m3"));
 
         for bad in [
+            // Embeddings through an upstream are not supported yet: refused, not ignored.
+            "[embed]\nname = \"bge-m3\"\n[[embed.endpoints]]\nurl = \"http://e/v1\"\n",
             "[[chat]]\nname = \"x\"\nendpoints = []\n",
             "[[chat]]\nname = \"x\"\nsurprise = 1\n[[chat.endpoints]]\nurl = \"http://a/v1\"\n",
             "[[chat]]\nname = \"x\"\nclient_cert = \"c.pem\"\n[[chat.endpoints]]\nurl = \"http://a/v1\"\n",
