@@ -323,7 +323,10 @@ impl Metrics {
 
     /// One upstream request that answered.
     pub fn upstream_request(&self, model: &str, endpoint: &str, outcome: &str, elapsed: Duration) {
-        let labels = vec![("model", model.to_owned()), ("endpoint", endpoint.to_owned())];
+        let labels = vec![
+            ("model", model.to_owned()),
+            ("endpoint", endpoint.to_owned()),
+        ];
         let mut counted = labels.clone();
         counted.push(("outcome", outcome.to_owned()));
         self.upstream_requests.get_or_create(&counted).inc();
@@ -344,7 +347,10 @@ impl Metrics {
 
     /// An upstream request's time to its first token.
     pub fn upstream_time_to_first_token(&self, model: &str, endpoint: &str, elapsed: Duration) {
-        let labels = vec![("model", model.to_owned()), ("endpoint", endpoint.to_owned())];
+        let labels = vec![
+            ("model", model.to_owned()),
+            ("endpoint", endpoint.to_owned()),
+        ];
         self.upstream_first_token
             .get_or_create(&labels)
             .observe(elapsed.as_secs_f64());

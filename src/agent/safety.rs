@@ -473,7 +473,9 @@ static MASK_RULES: LazyLock<Vec<MaskRule>> = LazyLock::new(|| {
         ),
         rule(
             Password,
-            &format!(r"(?i)(\b(?:password|identified[ \t]+by))([ \t]+)('[^'\n]*'|\x22[^\x22\n]*\x22)"),
+            &format!(
+                r"(?i)(\b(?:password|identified[ \t]+by))([ \t]+)('[^'\n]*'|\x22[^\x22\n]*\x22)"
+            ),
             AfterKey,
             NotMasked,
         ),

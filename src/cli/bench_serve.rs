@@ -121,7 +121,8 @@ pub(super) struct BenchServer {
 
 impl BenchServer {
     fn start(data: &Path, args: &ServeBenchArgs) -> anyhow::Result<Self> {
-        let mut flags: Vec<std::ffi::OsString> = vec!["--sample-kb".into(), args.sample_kb.clone().into()];
+        let mut flags: Vec<std::ffi::OsString> =
+            vec!["--sample-kb".into(), args.sample_kb.clone().into()];
         flags.extend(["--models".into(), args.models.clone().into()]);
         for (flag, value) in [
             ("--max-answer-tokens", args.max_answer_tokens.to_string()),

@@ -77,7 +77,11 @@ pub fn run(args: UpstreamBenchArgs) -> anyhow::Result<ExitCode> {
     let measured = (|| -> anyhow::Result<(Vec<Streamed>, Vec<Streamed>)> {
         // One warm-up each: the upstream's prompt cache and Warden's connection pool.
         stream(&direct_url, key, &args)?;
-        stream(&warden_url, Some(tokens[0].trim_start_matches("Bearer ")), &args)?;
+        stream(
+            &warden_url,
+            Some(tokens[0].trim_start_matches("Bearer ")),
+            &args,
+        )?;
         let (mut direct, mut through) = (Vec::new(), Vec::new());
         for _ in 0..args.requests {
             direct.push(stream(&direct_url, key, &args)?);
@@ -92,15 +96,22 @@ pub fn run(args: UpstreamBenchArgs) -> anyhow::Result<ExitCode> {
     server.stop();
     let (direct, through) = measured?;
     anyhow::ensure!(
-        direct.iter().chain(&through).all(|s| s.completion_tokens > 1),
+        direct
+            .iter()
+            .chain(&through)
+            .all(|s| s.completion_tokens > 1),
         "an answer had fewer than two tokens: nothing to measure"
     );
     let direct = summary(&direct);
     let through = summary(&through);
     let ttft_delta = through["ttft_ms_p50"].as_f64().unwrap_or(f64::NAN)
         - direct["ttft_ms_p50"].as_f64().unwrap_or(f64::NAN);
-    let rate_ratio = through["decode_tokens_per_s_mean"].as_f64().unwrap_or(f64::NAN)
-        / direct["decode_tokens_per_s_mean"].as_f64().unwrap_or(f64::NAN);
+    let rate_ratio = through["decode_tokens_per_s_mean"]
+        .as_f64()
+        .unwrap_or(f64::NAN)
+        / direct["decode_tokens_per_s_mean"]
+            .as_f64()
+            .unwrap_or(f64::NAN);
     println!(
         "{}",
         json!({
@@ -118,9 +129,15 @@ pub fn run(args: UpstreamBenchArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn summary(samples: &[Streamed]) -> Value {
-    let mut ttfts: Vec<f64> = samples.iter().map(|s| s.ttft.as_secs_f64() * 1000.0).collect();
+    let mut ttfts: Vec<f64> = samples
+        .iter()
+        .map(|s| s.ttft.as_secs_f64() * 1000.0)
+        .collect();
     ttfts.sort_by(f64::total_cmp);
-    let rates: Vec<f64> = samples.iter().filter_map(|s| s.decode_tokens_per_s).collect();
+    let rates: Vec<f64> = samples
+        .iter()
+        .filter_map(|s| s.decode_tokens_per_s)
+        .collect();
     json!({
         "ttft_ms_p50": ttfts[ttfts.len() / 2],
         "ttft_ms_max": ttfts[ttfts.len() - 1],
@@ -148,7 +165,9 @@ fn stream(url: &str, key: Option<&str>, args: &UpstreamBenchArgs) -> anyhow::Res
     let (mut first, mut last, mut pieces, mut usage) = (None, sent, 0_u64, None);
     for line in BufReader::new(response.into_reader()).lines() {
         let line = line?;
-        let Some(data) = line.strip_prefix("data: ") else { continue };
+        let Some(data) = line.strip_prefix("data: ") else {
+            continue;
+        };
         if data.trim() == "[DONE]" {
             break;
         }

@@ -320,7 +320,10 @@ impl Constraint {
         if let Some(allowed) = self.ahead.take() {
             return Ok(allowed);
         }
-        let mut allowed = self.matcher.compute_mask_or_eos().map_err(constraint_error)?;
+        let mut allowed = self
+            .matcher
+            .compute_mask_or_eos()
+            .map_err(constraint_error)?;
         let Some(closers) = self.closers.as_ref().filter(|_| self.closing) else {
             return Ok(allowed);
         };
@@ -348,7 +351,11 @@ impl Constraint {
 
     pub fn advance(&mut self, token: u32) -> Result<()> {
         self.ahead = None;
-        if let Some(bytes) = self.closers.as_ref().and_then(|c| c.bytes.get(token as usize)) {
+        if let Some(bytes) = self
+            .closers
+            .as_ref()
+            .and_then(|c| c.bytes.get(token as usize))
+        {
             self.lex.feed(bytes);
         }
         self.matcher.consume_token(token).map_err(constraint_error)
@@ -476,7 +483,10 @@ mod tests {
             let (text, complete) = write_until_spent(schema.clone(), "{\"title\":\"", max_new);
             assert!(complete, "{max_new}: {text}");
             let value: Value = serde_json::from_str(&text).unwrap();
-            assert!(value["title"].as_str().unwrap().starts_with("xxx"), "{text}");
+            assert!(
+                value["title"].as_str().unwrap().starts_with("xxx"),
+                "{text}"
+            );
             assert!(text.len() <= max_new, "{text}");
         }
         // Inside an array of strings, deep in the budget.

@@ -13,8 +13,8 @@ use serde::Serialize;
 use super::auth::authenticate;
 use super::AppState;
 use crate::engine::LoadFailure;
-use crate::upstream::EndpointHealth;
 use crate::store::Role;
+use crate::upstream::EndpointHealth;
 
 #[derive(Debug, Serialize)]
 pub(super) struct Health {

@@ -62,8 +62,8 @@ use crate::retrieval::Library;
 use crate::runs::RunService;
 use crate::store::Store;
 
-pub use assets::CONTENT_SECURITY_POLICY;
 pub use anonymous_bodies::AnonymousBodies;
+pub use assets::CONTENT_SECURITY_POLICY;
 pub use connections::ConnectionLimits;
 pub use error::ApiError;
 pub use host_check::AllowedHosts;

@@ -115,9 +115,11 @@ impl Fixture {
             metrics: Default::default(),
             metrics_token: None,
             refusals: std::sync::Arc::default(),
-            anonymous_bodies: std::sync::Arc::new(crate::http::anonymous_bodies::AnonymousBodies::new(
-            crate::http::ConnectionLimits::DEFAULT.max_anonymous_bodies,
-        )),
+            anonymous_bodies: std::sync::Arc::new(
+                crate::http::anonymous_bodies::AnonymousBodies::new(
+                    crate::http::ConnectionLimits::DEFAULT.max_anonymous_bodies,
+                ),
+            ),
             shutdown: tokio::sync::watch::channel(false).1,
             diagnostic_sources: None,
         })

@@ -95,7 +95,11 @@ impl UpstreamChat {
 
     pub fn health(&self) -> Vec<EndpointHealth> {
         let now = Instant::now();
-        self.shared.endpoints.iter().map(|e| e.health(now)).collect()
+        self.shared
+            .endpoints
+            .iter()
+            .map(|e| e.health(now))
+            .collect()
     }
 }
 
@@ -141,7 +145,9 @@ enum Pumped {
     Pieces(Vec<Piece>),
     Failed(ErrorKind, String),
     /// The stream ended; whether it said `[DONE]`.
-    End { done: bool },
+    End {
+        done: bool,
+    },
 }
 
 impl Shared {
@@ -339,7 +345,10 @@ impl Shared {
             }
             let now = Instant::now();
             let (limit, kind) = match first_token {
-                None => (started + self.timeouts.first_token, ErrorKind::FirstTokenTimeout),
+                None => (
+                    started + self.timeouts.first_token,
+                    ErrorKind::FirstTokenTimeout,
+                ),
                 Some(_) => (last_piece + self.timeouts.idle, ErrorKind::IdleTimeout),
             };
             let (limit, kind) = if deadline < limit {
@@ -348,7 +357,10 @@ impl Shared {
                 (limit, kind)
             };
             if now >= limit {
-                let err = fail(kind, format!("no answer within {:?}", limit - started.min(limit)));
+                let err = fail(
+                    kind,
+                    format!("no answer within {:?}", limit - started.min(limit)),
+                );
                 return early_or_late(first_token.is_some() && !buffered, err);
             }
             let item = match items.recv_timeout(POLL.min(limit - now)) {
@@ -365,11 +377,20 @@ impl Shared {
                                 first_token.get_or_insert(last_piece);
                                 if buffered {
                                     text.push_str(&piece);
-                                } else if job.events.send(Ok(GenerationEvent::Delta(piece))).is_err() {
+                                } else if job
+                                    .events
+                                    .send(Ok(GenerationEvent::Delta(piece)))
+                                    .is_err()
+                                {
                                     return Attempt::Cancelled;
                                 }
                             }
-                            Piece::ToolCall { index, id, name, arguments } => {
+                            Piece::ToolCall {
+                                index,
+                                id,
+                                name,
+                                arguments,
+                            } => {
                                 first_token.get_or_insert(last_piece);
                                 if let Err(message) = calls.add(index, id, name, &arguments) {
                                     let err = fail(ErrorKind::BadResponse, message);
@@ -377,7 +398,10 @@ impl Shared {
                                 }
                             }
                             Piece::Finish(reason) => finish = Some(reason),
-                            Piece::Usage { prompt_tokens, completion_tokens } => {
+                            Piece::Usage {
+                                prompt_tokens,
+                                completion_tokens,
+                            } => {
                                 usage = Some((prompt_tokens, completion_tokens));
                             }
                             Piece::Error(message) => {
@@ -392,7 +416,10 @@ impl Shared {
                 }
                 Pumped::End { done } => {
                     if !done && finish.is_none() {
-                        let err = fail(ErrorKind::StreamCut, "the stream ended before its last event".into());
+                        let err = fail(
+                            ErrorKind::StreamCut,
+                            "the stream ended before its last event".into(),
+                        );
                         return early_or_late(first_token.is_some() && !buffered, err);
                     }
                     let tool_calls = calls.finish();
@@ -425,7 +452,13 @@ impl Shared {
         }
     }
 
-    fn record(&self, endpoint: &Endpoint, outcome: &str, started: Instant, summary: &GenerationSummary) {
+    fn record(
+        &self,
+        endpoint: &Endpoint,
+        outcome: &str,
+        started: Instant,
+        summary: &GenerationSummary,
+    ) {
         let elapsed = started.elapsed();
         self.metrics
             .upstream_request(&self.name, &endpoint.config.url, outcome, elapsed);
@@ -484,7 +517,11 @@ fn order_candidates(endpoints: &[Arc<Endpoint>], candidates: &mut [usize], turn:
         x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         let draw = (x ^ (x >> 31)) % 1024;
-        (config.priority, u64::MAX - draw * u64::from(config.weight.max(1)), i)
+        (
+            config.priority,
+            u64::MAX - draw * u64::from(config.weight.max(1)),
+            i,
+        )
     });
 }
 
@@ -506,7 +543,9 @@ fn check_structured(format: &ResponseFormat, text: &str) -> Result<(), String> {
 fn repair_request(request: &ChatRequest, bad: &str, problem: &str) -> ChatRequest {
     let mut repair = request.clone();
     let shown: String = bad.chars().take(2000).collect();
-    repair.messages.push(ChatMessage::new(Role::Assistant, shown));
+    repair
+        .messages
+        .push(ChatMessage::new(Role::Assistant, shown));
     repair.messages.push(ChatMessage::new(
         Role::User,
         format!(
@@ -518,7 +557,11 @@ fn repair_request(request: &ChatRequest, bad: &str, problem: &str) -> ChatReques
 }
 
 fn short(message: &str) -> String {
-    let mut text: String = message.chars().filter(|c| !c.is_control()).take(200).collect();
+    let mut text: String = message
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(200)
+        .collect();
     if message.chars().count() > 200 {
         text.push('…');
     }
@@ -606,7 +649,10 @@ fn pump(
                 "a stream line exceeded 1 MiB".to_owned(),
             ),
             Err(SseError::Io(err)) => {
-                let kind = if matches!(err.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock) {
+                let kind = if matches!(
+                    err.kind(),
+                    std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+                ) {
                     ErrorKind::IdleTimeout
                 } else {
                     ErrorKind::StreamCut
@@ -625,7 +671,10 @@ fn is_timeout(transport: &ureq::Transport) -> bool {
     let mut source = std::error::Error::source(transport);
     while let Some(err) = source {
         if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            return matches!(io.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock);
+            return matches!(
+                io.kind(),
+                std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+            );
         }
         source = err.source();
     }
@@ -639,7 +688,11 @@ fn error_message(body: &str) -> String {
         .and_then(|v| {
             v.get("error")
                 .and_then(|e| e.get("message").or(Some(e)))
-                .map(|m| m.as_str().map(str::to_owned).unwrap_or_else(|| m.to_string()))
+                .map(|m| {
+                    m.as_str()
+                        .map(str::to_owned)
+                        .unwrap_or_else(|| m.to_string())
+                })
         })
         .unwrap_or_else(|| body.lines().next().unwrap_or_default().to_owned())
 }
@@ -706,7 +759,9 @@ mod tests {
         let endpoints = config
             .endpoints
             .iter()
-            .map(|e| Arc::new(Endpoint::new(e.clone(), &timeouts, config.breaker, &config.tls).unwrap()))
+            .map(|e| {
+                Arc::new(Endpoint::new(e.clone(), &timeouts, config.breaker, &config.tls).unwrap())
+            })
             .collect();
         let chat = UpstreamChat::start(
             &config,
@@ -741,7 +796,10 @@ mod tests {
     }
 
     /// The text and the end of one generation: `Ok(summary)` or the error's message.
-    fn generate(model: &ChatModelHandle, format: ResponseFormat) -> (String, Result<GenerationSummary, String>) {
+    fn generate(
+        model: &ChatModelHandle,
+        format: ResponseFormat,
+    ) -> (String, Result<GenerationSummary, String>) {
         let request = ChatRequest {
             messages: vec![ChatMessage::new(Role::User, "hi")],
             response_format: format,
@@ -763,7 +821,8 @@ mod tests {
         panic!("the generation never ended");
     }
 
-    const STREAM: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n\
+    const STREAM: &[u8] =
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n\
         data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n\
         data: {\"choices\":[{\"delta\":{\"content\":\"lo\"},\"finish_reason\":\"stop\"}]}\n\n\
         data: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":2}}\n\n\
@@ -783,12 +842,17 @@ mod tests {
     fn bad_upstreams_give_clear_errors_and_fail_over_before_the_first_token() {
         let html: &'static [u8] = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 13\r\n\r\n<html></html>";
         let error: &'static [u8] = b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nContent-Length: 37\r\n\r\n{\"error\":{\"message\":\"out of memory\"}}";
-        let half: &'static [u8] = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n\
+        let half: &'static [u8] =
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n\
             data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n";
         let silent: &'static [u8] = b"";
         for (reply, hold, expected) in [
             (html, Duration::ZERO, "bad_response"),
-            (error, Duration::ZERO, "status_5xx (HTTP 500: out of memory)"),
+            (
+                error,
+                Duration::ZERO,
+                "status_5xx (HTTP 500: out of memory)",
+            ),
             (half, Duration::ZERO, "stream_cut"),
             (silent, Duration::from_secs(10), "first_token_timeout"),
         ] {
@@ -801,14 +865,20 @@ mod tests {
         }
         // Before any token, the next endpoint answers.
         let model = upstream_model(
-            &[scripted(error, Duration::ZERO), scripted(STREAM, Duration::ZERO)],
+            &[
+                scripted(error, Duration::ZERO),
+                scripted(STREAM, Duration::ZERO),
+            ],
             quick(),
         );
         assert_eq!(generate(&model, ResponseFormat::Text).0, "Hello");
         // After tokens streamed, nothing is retried: the half-sent stream fails even though
         // a good endpoint follows.
         let model = upstream_model(
-            &[scripted(half, Duration::ZERO), scripted(STREAM, Duration::ZERO)],
+            &[
+                scripted(half, Duration::ZERO),
+                scripted(STREAM, Duration::ZERO),
+            ],
             quick(),
         );
         let (text, done) = generate(&model, ResponseFormat::Text);
@@ -822,10 +892,11 @@ mod tests {
         use rustls::pki_types::pem::PemObject;
         use rustls::pki_types::{CertificateDer, PrivateKeyDer};
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tls");
-        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(dir.join("server.pem"))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
+        let chain: Vec<CertificateDer<'static>> =
+            CertificateDer::pem_file_iter(dir.join("server.pem"))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
         let key = PrivateKeyDer::from_pem_file(dir.join("server.key")).unwrap();
         let mut roots = rustls::RootCertStore::empty();
         for ca in CertificateDer::pem_file_iter(dir.join("ca.pem")).unwrap() {
@@ -833,10 +904,12 @@ mod tests {
         }
         #[allow(deprecated)]
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let verifier =
-            rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-                .build()
-                .unwrap();
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider.clone(),
+        )
+        .build()
+        .unwrap();
         let config = Arc::new(
             rustls::ServerConfig::builder_with_provider(provider)
                 .with_safe_default_protocol_versions()

@@ -237,7 +237,9 @@ pub fn check_url(url: &str) -> Result<String, String> {
         ));
     }
     if url.contains(['?', '#', ' ']) || url.chars().any(char::is_control) {
-        return Err(format!("upstream URL `{url}` must not hold a query or fragment"));
+        return Err(format!(
+            "upstream URL `{url}` must not hold a query or fragment"
+        ));
     }
     if !url.ends_with("/v1") {
         return Err(format!(
@@ -315,7 +317,10 @@ pub fn parse_models_file(path: &Path, text: &str) -> Result<UpstreamConfig, Upst
     for entry in file.chat {
         let model = model_from_entry(entry, folder).map_err(invalid)?;
         if chat.iter().any(|m: &UpstreamModel| m.name == model.name) {
-            return Err(invalid(format!("two chat models are named `{}`", model.name)));
+            return Err(invalid(format!(
+                "two chat models are named `{}`",
+                model.name
+            )));
         }
         chat.push(model);
     }
@@ -353,14 +358,26 @@ fn model_from_entry(entry: ModelEntry, folder: &Path) -> Result<UpstreamModel, S
     };
     let defaults = Timeouts::DEFAULT;
     let timeouts = Timeouts {
-        connect: seconds(entry.connect_timeout_seconds, defaults.connect, "connect_timeout_seconds")?,
+        connect: seconds(
+            entry.connect_timeout_seconds,
+            defaults.connect,
+            "connect_timeout_seconds",
+        )?,
         first_token: seconds(
             entry.first_token_timeout_seconds,
             defaults.first_token,
             "first_token_timeout_seconds",
         )?,
-        idle: seconds(entry.idle_timeout_seconds, defaults.idle, "idle_timeout_seconds")?,
-        total: seconds(entry.total_timeout_seconds, defaults.total, "total_timeout_seconds")?,
+        idle: seconds(
+            entry.idle_timeout_seconds,
+            defaults.idle,
+            "idle_timeout_seconds",
+        )?,
+        total: seconds(
+            entry.total_timeout_seconds,
+            defaults.total,
+            "total_timeout_seconds",
+        )?,
     };
     let breaker = BreakerSettings {
         failures_to_open: entry
@@ -383,7 +400,11 @@ fn model_from_entry(entry: ModelEntry, folder: &Path) -> Result<UpstreamModel, S
     let file = |path: Option<PathBuf>| path.map(|p| folder.join(p));
     let tokenizer = match file(entry.tokenizer) {
         None => TokenizerSource::Estimate,
-        Some(path) if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf")) => {
+        Some(path)
+            if path
+                .extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("gguf")) =>
+        {
             TokenizerSource::Gguf(path)
         }
         Some(path) => TokenizerSource::TokenizerJson(path),
@@ -448,7 +469,10 @@ mod tests {
         assert_eq!(config.chat[0].name, "Qwen/Qwen2.5-72B-Instruct");
         assert_eq!(config.chat[0].endpoints[0].url, "http://10.0.0.5:8000/v1");
         assert_eq!(format!("{config:?}").matches("sk-local").count(), 0);
-        assert_eq!(config.api_key.as_ref().map(ApiKey::expose), Some("sk-local"));
+        assert_eq!(
+            config.api_key.as_ref().map(ApiKey::expose),
+            Some("sk-local")
+        );
         let missing = UpstreamFlags {
             chat_upstream: Some("http://10.0.0.5:8000/v1".into()),
             ..UpstreamFlags::default()

@@ -24,8 +24,12 @@ pub enum CircuitState {
 
 #[derive(Debug)]
 enum Circuit {
-    Closed { failures: u32 },
-    Open { until: Instant },
+    Closed {
+        failures: u32,
+    },
+    Open {
+        until: Instant,
+    },
     /// One probe is out; everyone else is refused until it reports.
     HalfOpen,
 }
@@ -228,7 +232,10 @@ mod tests {
 
         let later = now + Duration::from_secs(11);
         let probe = endpoint.try_slot(later).expect("one probe");
-        assert!(endpoint.try_slot(later).is_none(), "only one probe at a time");
+        assert!(
+            endpoint.try_slot(later).is_none(),
+            "only one probe at a time"
+        );
         endpoint.failed(ErrorKind::Status5xx, later);
         drop(probe);
         assert_eq!(endpoint.circuit_state(later), CircuitState::Open);
@@ -239,6 +246,9 @@ mod tests {
         drop(probe);
         assert_eq!(endpoint.circuit_state(much_later), CircuitState::Closed);
         assert!(endpoint.try_slot(much_later).is_some());
-        assert_eq!(endpoint.health(much_later).last_error, Some(ErrorKind::Status5xx));
+        assert_eq!(
+            endpoint.health(much_later).last_error,
+            Some(ErrorKind::Status5xx)
+        );
     }
 }

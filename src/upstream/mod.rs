@@ -61,7 +61,9 @@ fn start_chat_model(
         .map_err(named)?;
     let tokens = match &model.tokenizer {
         TokenizerSource::Gguf(path) => TokenCounter::gguf(path).map_err(named)?,
-        TokenizerSource::TokenizerJson(path) => TokenCounter::tokenizer_json(path).map_err(named)?,
+        TokenizerSource::TokenizerJson(path) => {
+            TokenCounter::tokenizer_json(path).map_err(named)?
+        }
         TokenizerSource::Estimate => TokenCounter::Estimate,
     };
     let context_length = match model.context_length {

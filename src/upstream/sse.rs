@@ -54,7 +54,9 @@ impl<R: Read> SseReader<R> {
             let text = String::from_utf8_lossy(&self.line);
             let text = text.trim_end_matches(['\n', '\r']);
             if let Some(value) = text.strip_prefix("data:") {
-                return Ok(SseLine::Data(value.strip_prefix(' ').unwrap_or(value).to_owned()));
+                return Ok(SseLine::Data(
+                    value.strip_prefix(' ').unwrap_or(value).to_owned(),
+                ));
             }
         }
     }
@@ -68,7 +70,10 @@ mod tests {
     fn data_fields_are_read_and_the_rest_skipped() {
         let stream = ": keep-alive\r\nevent: message\ndata: {\"a\":1}\n\ndata:[DONE]\n";
         let mut reader = SseReader::new(stream.as_bytes());
-        assert_eq!(reader.next_data().unwrap(), SseLine::Data("{\"a\":1}".into()));
+        assert_eq!(
+            reader.next_data().unwrap(),
+            SseLine::Data("{\"a\":1}".into())
+        );
         assert_eq!(reader.next_data().unwrap(), SseLine::Data("[DONE]".into()));
         assert_eq!(reader.next_data().unwrap(), SseLine::End);
     }

@@ -11,7 +11,11 @@ use crate::engine::{ChatRequest, FinishReason, ResponseFormat, ToolCall, ToolCho
 /// The request body for `model` (the upstream's name for it).
 pub fn request_body(model: &str, request: &ChatRequest) -> Value {
     let mut messages: Vec<Value> = request.messages.iter().map(message).collect();
-    if let Some(prefix) = request.assistant_prefix.as_deref().filter(|p| !p.is_empty()) {
+    if let Some(prefix) = request
+        .assistant_prefix
+        .as_deref()
+        .filter(|p| !p.is_empty())
+    {
         // Engines that continue a final assistant message (llama.cpp, vLLM) resume it.
         messages.push(json!({"role": "assistant", "content": prefix}));
     }
@@ -114,8 +118,8 @@ pub enum Piece {
 
 /// The pieces of one `data:` payload; `Err` when it is not a chat-completion chunk.
 pub fn chunk_pieces(payload: &str) -> Result<Vec<Piece>, String> {
-    let chunk: Value =
-        serde_json::from_str(payload).map_err(|err| format!("a stream chunk is not JSON: {err}"))?;
+    let chunk: Value = serde_json::from_str(payload)
+        .map_err(|err| format!("a stream chunk is not JSON: {err}"))?;
     let Some(object) = chunk.as_object() else {
         return Err("a stream chunk is not a JSON object".to_owned());
     };
@@ -306,7 +310,9 @@ mod tests {
     #[test]
     fn tool_call_fragments_are_assembled() {
         let mut calls = ToolCallAssembly::default();
-        calls.add(0, Some("c1".into()), Some("search".into()), "{\"q\":").unwrap();
+        calls
+            .add(0, Some("c1".into()), Some("search".into()), "{\"q\":")
+            .unwrap();
         calls.add(0, None, None, "\"disk\"}").unwrap();
         calls.add(1, None, Some("list".into()), "").unwrap();
         let calls = calls.finish();
@@ -314,6 +320,8 @@ mod tests {
         assert_eq!(calls[0].id, "c1");
         assert_eq!(calls[1].id, "call_1");
         assert_eq!(calls[1].arguments, "{}");
-        assert!(ToolCallAssembly::default().add(999, None, None, "").is_err());
+        assert!(ToolCallAssembly::default()
+            .add(999, None, None, "")
+            .is_err());
     }
 }

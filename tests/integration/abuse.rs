@@ -279,8 +279,14 @@ fn half_sent_sign_in_bodies_from_one_client_lock_nobody_out() {
         json!({"half_sent": attack.len(), "user_sign_ins": 20, "succeeded": signed_in,
                "alerts": 20, "alerts_taken": alerts_taken})
     );
-    assert_eq!(signed_in, 20, "the real user was locked out by half-sent bodies");
-    assert_eq!(alerts_taken, 20, "Alertmanager was locked out by half-sent bodies");
+    assert_eq!(
+        signed_in, 20,
+        "the real user was locked out by half-sent bodies"
+    );
+    assert_eq!(
+        alerts_taken, 20,
+        "Alertmanager was locked out by half-sent bodies"
+    );
 
     // The attack's sockets are answered 408 by the short sign-in deadline or 503 when over
     // the per-address cap, never left holding a slot.

@@ -107,7 +107,10 @@ fn a_warden_answers_through_another_warden_as_its_upstream() {
         .expect("a chat model");
     assert_eq!(chat["id"], DEFAULT_CHAT_MODEL);
     assert_eq!(chat["architecture"], "upstream");
-    assert!(chat["context_length"].as_u64().unwrap_or(0) >= 2048, "{chat}");
+    assert!(
+        chat["context_length"].as_u64().unwrap_or(0) >= 2048,
+        "{chat}"
+    );
 
     // /v1 streams the upstream's tokens.
     let (text, error, _) = stream_chat(
@@ -137,7 +140,10 @@ fn a_warden_answers_through_another_warden_as_its_upstream() {
             .unwrap_or(""),
     )
     .expect("valid JSON");
-    assert!(matches!(content["severity"].as_str(), Some("low" | "high")), "{content}");
+    assert!(
+        matches!(content["severity"].as_str(), Some("low" | "high")),
+        "{content}"
+    );
 
     // A cited knowledge answer, every model call made by the upstream.
     let id = conversation(&server);
@@ -159,11 +165,19 @@ fn a_warden_answers_through_another_warden_as_its_upstream() {
         .into_string()
         .expect("text");
     assert!(
-        metrics.contains("warden_upstream_requests_total{model=\"qwen2.5-coder-1.5b-instruct-q4_k_m\""),
+        metrics.contains(
+            "warden_upstream_requests_total{model=\"qwen2.5-coder-1.5b-instruct-q4_k_m\""
+        ),
         "{metrics}"
     );
-    assert!(!metrics.contains(&upstream.token), "the API key leaked into /metrics");
-    assert!(!server.stderr_text().contains(&upstream.token), "the API key was logged");
+    assert!(
+        !metrics.contains(&upstream.token),
+        "the API key leaked into /metrics"
+    );
+    assert!(
+        !server.stderr_text().contains(&upstream.token),
+        "the API key was logged"
+    );
 
     // The upstream killed mid-answer: the stream ends with the reason at once, and nothing
     // is retried after tokens streamed.
@@ -189,7 +203,9 @@ fn a_warden_answers_through_another_warden_as_its_upstream() {
         .map(Value::to_string)
         .collect();
     assert!(
-        reasons.iter().any(|r| r.contains("upstream engine") && r.contains("connect")),
+        reasons
+            .iter()
+            .any(|r| r.contains("upstream engine") && r.contains("connect")),
         "{frames:?}"
     );
     let address = format!("127.0.0.1:{upstream_port}");
@@ -215,7 +231,10 @@ fn a_warden_answers_through_another_warden_as_its_upstream() {
             break;
         }
         // An open circuit lets a probe through after its open period.
-        assert!(Instant::now() < deadline, "the restarted upstream was never used: {error:?}");
+        assert!(
+            Instant::now() < deadline,
+            "the restarted upstream was never used: {error:?}"
+        );
         std::thread::sleep(Duration::from_secs(2));
     }
     drop(server);
@@ -251,7 +270,10 @@ fn a_warden_answers_through_another_warden_as_its_upstream() {
     let (_, health) = into_status_and_json(failover.get("/healthz").call());
     let endpoints = &health["upstreams"][0]["endpoints"];
     assert_eq!(endpoints[0]["last_error"], "connect", "{health}");
-    assert!(endpoints[1]["requests"].as_u64().unwrap_or(0) >= 1, "{health}");
+    assert!(
+        endpoints[1]["requests"].as_u64().unwrap_or(0) >= 1,
+        "{health}"
+    );
 }
 
 /// llama.cpp's own server, built once by `tests/upstream/llama-server`; killed on drop.
@@ -265,9 +287,10 @@ const LLAMA_KEY: &str = "llama-upstream-test-key";
 impl LlamaServer {
     /// Serves the default GGUF on `port` (2 slots of 4,096 tokens).
     fn start(port: u16, log: &std::path::Path) -> LlamaServer {
-        let built = std::process::Command::new(crate::util::repo().join("tests/upstream/llama-server"))
-            .output()
-            .expect("tests/upstream/llama-server runs");
+        let built =
+            std::process::Command::new(crate::util::repo().join("tests/upstream/llama-server"))
+                .output()
+                .expect("tests/upstream/llama-server runs");
         assert!(
             built.status.success(),
             "llama.cpp's server could not be built: {}",
@@ -279,7 +302,16 @@ impl LlamaServer {
             .arg("-m")
             .arg(&model)
             .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-            .args(["-c", "8192", "-np", "2", "-t", "1", "-a", DEFAULT_CHAT_MODEL])
+            .args([
+                "-c",
+                "8192",
+                "-np",
+                "2",
+                "-t",
+                "1",
+                "-a",
+                DEFAULT_CHAT_MODEL,
+            ])
             .args(["--api-key", LLAMA_KEY])
             .stdin(std::process::Stdio::null())
             .stdout(std::fs::File::create(log).expect("log file"))
@@ -339,8 +371,15 @@ fn llama_cpp_server_is_a_first_class_upstream() {
     // A cited knowledge answer, written by llama.cpp.
     let id = conversation(&server);
     let frames = ask(&server, &server.token, &id, crate::agent::QUESTION);
-    assert_eq!(data_of(&frames, "run.completed")[0]["outcome"], "answered", "{frames:?}");
-    assert!(!data_of(&frames, "citation").is_empty(), "no citation: {frames:?}");
+    assert_eq!(
+        data_of(&frames, "run.completed")[0]["outcome"],
+        "answered",
+        "{frames:?}"
+    );
+    assert!(
+        !data_of(&frames, "citation").is_empty(),
+        "no citation: {frames:?}"
+    );
     let (_, health) = into_status_and_json(server.get("/healthz").call());
     assert!(
         health["upstreams"][0]["endpoints"][0]["requests"].as_u64() >= Some(1),
@@ -396,7 +435,10 @@ fn llama_cpp_server_is_a_first_class_upstream() {
         if error.is_none() && !text.is_empty() {
             break;
         }
-        assert!(Instant::now() < deadline, "the restarted upstream was never used: {error:?}");
+        assert!(
+            Instant::now() < deadline,
+            "the restarted upstream was never used: {error:?}"
+        );
         std::thread::sleep(Duration::from_secs(2));
     }
     drop(server);
@@ -409,12 +451,20 @@ fn llama_cpp_server_is_a_first_class_upstream() {
         .env("WARDEN_UPSTREAM_API_KEY", LLAMA_KEY)
         .args(["eval", "diagnostics", "--json", "--models"])
         .arg(&models)
-        .args(["--chat-upstream", url.as_str(), "--chat-upstream-model", DEFAULT_CHAT_MODEL])
+        .args([
+            "--chat-upstream",
+            url.as_str(),
+            "--chat-upstream-model",
+            DEFAULT_CHAT_MODEL,
+        ])
         .arg(&pack)
         .output()
         .expect("warden eval diagnostics runs");
     let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|err| {
-        panic!("no JSON ({err}): {}", String::from_utf8_lossy(&output.stderr))
+        panic!(
+            "no JSON ({err}): {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
     });
     let diagnosed = &report["packs"][0];
     assert_eq!(diagnosed["safety_violations"], 0, "{report:#}");

@@ -383,7 +383,12 @@ mod tests {
             LogFormat::AppJsonl,
             "{\"ts\":\"2026-12-06T10:05:00Z\",\"message\":\"inside\"}\n",
         );
-        assert_eq!(logs.records(SourceKind::AppLog, None, None).expect("read").len(), 1);
+        assert_eq!(
+            logs.records(SourceKind::AppLog, None, None)
+                .expect("read")
+                .len(),
+            1
+        );
         std::fs::remove_file(dir.path().join("log")).expect("remove");
         std::os::unix::fs::symlink(&secret, dir.path().join("log")).expect("symlink");
         let error = logs

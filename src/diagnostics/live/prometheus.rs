@@ -316,7 +316,10 @@ mod tests {
     #[test]
     fn oversized_answers_and_redirects_are_refused() {
         let big = (MAX_RESPONSE_BYTES + 1024) as usize;
-        let url = serve_once("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n", big);
+        let url = serve_once(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n",
+            big,
+        );
         let connector = PrometheusConnector::new("prom", &url, None, BTreeMap::new());
         let error = connector.get("/api/v1/query_range", &[]).unwrap_err();
         assert!(error.contains("over 4 MiB"), "{error}");
